@@ -1,0 +1,1 @@
+"""Backends: each turns a LaunchSpec into a request for one kind of cluster (pure)."""

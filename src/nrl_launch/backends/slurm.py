@@ -1,0 +1,85 @@
+"""Slurm: turn a LaunchSpec into the exact sbatch argv and the job script. Pure: no I/O.
+
+`plan()` is what `render` prints and what `submit` hands to the runner, so a dry run shows
+exactly what would be submitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nrl_launch import __version__
+from nrl_launch.shell import join
+from nrl_launch.spec import LaunchSpec
+from nrl_launch.templating import render
+
+__all__ = ["DEFAULT_SCRIPT_NAME", "SbatchRequest", "plan"]
+
+DEFAULT_SCRIPT_NAME = "nrl-launch.sbatch"
+TEMPLATE = "slurm.sbatch.j2"
+
+
+@dataclass(frozen=True)
+class SbatchRequest:
+    """What `submit` runs: `argv` (sbatch, its flags and the script path) and the script."""
+
+    argv: tuple[str, ...]
+    script: str
+
+    @property
+    def command_line(self) -> str:
+        """`argv` as one bash command line, quoted so that it can be pasted into a shell."""
+        return str(join(self.argv))
+
+
+def gpu_flag(spec: LaunchSpec) -> str | None:
+    """How this cluster wants GPUs asked for, on sbatch and on every srun step."""
+    count, style = spec.slurm.gpus_per_node, spec.slurm.gpu_request
+    if count == 0 or style == "none":
+        return None
+    return f"--gres=gpu:{count}" if style == "gres" else f"--gpus-per-node={count}"
+
+
+def sbatch_flags(spec: LaunchSpec) -> list[str]:
+    """The scheduling flags, sorted so that the same spec always renders the same argv."""
+    s = spec.slurm
+    flags = [
+        f"--job-name={s.job_name}",
+        f"--nodes={s.nodes}",
+        "--ntasks-per-node=1",
+        f"--time={s.time}",
+        # The log dir is made by the job itself, so sbatch's own output goes next to it.
+        f"--output={spec.logs.base_dir}/slurm-%j.out",
+    ]
+    optional = {
+        "--account": s.account,
+        "--partition": s.partition,
+        "--qos": s.qos,
+        "--reservation": s.reservation,
+        "--exclude": s.exclude,
+        "--dependency": s.dependency,
+        "--cpus-per-task": s.cpus_per_node,
+    }
+    flags += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
+    if s.exclusive:
+        flags.append("--exclusive")
+    gpus = gpu_flag(spec)
+    if gpus:
+        flags.append(gpus)
+    return sorted(flags)
+
+
+def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> SbatchRequest:
+    """The sbatch request for `spec`; `script_path` is where the script will be written."""
+    # Extra args go last, in the user's order: they may be a flag followed by its value.
+    argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    script = render(
+        TEMPLATE,
+        spec=spec,
+        version=__version__,
+        submit_command=join(argv),
+        gpu_flag=gpu_flag(spec),
+        mounts=",".join(str(m) for m in spec.container.mounts),
+        spec_json=spec.model_dump_json(),
+    )
+    return SbatchRequest(argv=argv, script=script)

@@ -1,0 +1,40 @@
+"""`nrl-launch config show`: the effective job spec and where each value came from."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nrl_launch import output
+from nrl_launch.cli.options import JobFlags, job_options
+
+app = typer.Typer(help="Inspect the effective job spec.", no_args_is_help=True)
+
+
+@app.command("show")
+@job_options
+def show(
+    flags: JobFlags,
+    sources: Annotated[
+        bool, typer.Option("--sources", help="Show where each value came from.")
+    ] = False,
+) -> None:
+    """Print the job spec after layering defaults, profile, job file, env, flags and --set."""
+    import yaml
+
+    from nrl_launch.layers import flatten
+
+    resolved = flags.resolve()
+    spec = resolved.spec.model_dump(mode="json")
+    if flags.json:
+        output.emit_json("config show", {"spec": spec, "sources": resolved.sources})
+    elif sources:
+        rows = [
+            [key, yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip().removesuffix("\n..."),
+             resolved.sources[key]]
+            for key, value in flatten(spec)
+        ]
+        output.table(["KEY", "VALUE", "SOURCE"], rows)
+    else:
+        output.emit_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))

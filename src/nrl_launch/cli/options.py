@@ -1,0 +1,175 @@
+"""The job options shared by every command that builds a job spec (render, submit, config show).
+
+They are declared once here; `job_options` adds them to a command's signature, so every such
+command takes exactly the same flags, and turns them into a `JobFlags`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from nrl_launch.errors import UsageError
+
+if TYPE_CHECKING:
+    from nrl_launch.layers import Resolved
+
+__all__ = ["JobFlags", "job_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_JOB = "Job spec"
+_SLURM = "Slurm"
+_RUN = "Container and run"
+
+
+@dataclass(frozen=True)
+class JobFlags:
+    """What the shared options said: files to read, values to layer, the driver argv."""
+
+    profile: Path | None
+    job: Path | None
+    values: dict[str, Any]  # spec key -> value, each labelled with its flag (see `labels`)
+    labels: dict[str, str]
+    sets: list[str]
+    json: bool
+
+    def resolve(self) -> Resolved:
+        """The validated spec these flags describe, layered over the files and environment."""
+        from nrl_launch import layers  # pydantic and yaml load here, not for --help
+
+        return layers.load(
+            profile=self.profile,
+            job_file=self.job,
+            environ=os.environ,
+            cwd=Path.cwd(),
+            flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
+            sets=self.sets,
+        )
+
+
+@dataclass(frozen=True)
+class _Option:
+    param: str
+    kind: Any
+    names: tuple[str, ...]  # empty for the positional driver command
+    help: str
+    panel: str
+    key: str | None = None  # the spec key it sets directly, if any
+    metavar: str | None = None
+
+    def typer_param(self) -> Any:
+        if not self.names:
+            return typer.Argument(help=self.help, metavar=self.metavar, show_default=False)
+        return typer.Option(
+            *self.names, help=self.help, rich_help_panel=self.panel, show_default=False,
+            metavar=self.metavar,
+        )
+
+
+_OPTIONS = [
+    _Option("profile", Path | None, ("--profile",), "Profile YAML (default: $NRL_LAUNCH_PROFILE, "
+            "./nrl-launch.yaml, then ~/.config/nrl-launch/profile.yaml).", _JOB, metavar="FILE"),
+    _Option("job", Path | None, ("-f", "--job"), "Job spec YAML, layered over the profile.", _JOB,
+            metavar="FILE"),
+    _Option("set_", list[str] | None, ("--set",), "Set any spec key, last and highest: "
+            "--set slurm.nodes=4 (repeatable).", _JOB, metavar="KEY=VALUE"),
+    _Option("nodes", int | None, ("--nodes",), "Nodes to allocate.", _SLURM, "slurm.nodes", "N"),
+    _Option("gpus_per_node", int | None, ("--gpus-per-node",), "GPUs per node.", _SLURM,
+            "slurm.gpus_per_node", "N"),
+    _Option("time", str | None, ("--time",), "Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+            "D-HH:MM:SS.", _SLURM, "slurm.time", "TIME"),
+    _Option("account", str | None, ("--account",), "Slurm account.", _SLURM, "slurm.account",
+            "NAME"),
+    _Option("partition", str | None, ("--partition",), "Slurm partition.", _SLURM,
+            "slurm.partition", "NAME"),
+    _Option("job_name", str | None, ("--job-name",), "Slurm job name.", _SLURM, "slurm.job_name",
+            "NAME"),
+    _Option("container", str | None, ("--container",), "Container image: a registry reference "
+            "or a .sqsh path (implies pyxis).", _RUN, "container.image", "IMAGE"),
+    _Option("container_runtime", str | None, ("--container-runtime",), "pyxis or none.", _RUN,
+            "container.runtime", "RUNTIME"),
+    _Option("mount", list[str] | None, ("--mount",), "Bind mount SRC:DST[:FLAGS] (repeatable; "
+            "replaces container.mounts).", _RUN, "container.mounts", "SRC:DST"),
+    _Option("env", list[str] | None, ("--env",), "Environment variable for every node "
+            "(repeatable).", _RUN, metavar="NAME=VALUE"),
+    _Option("secret", list[str] | None, ("--secret",), "Pass this variable from your environment "
+            "by name, never by value (repeatable).", _RUN, "secrets", "NAME"),
+    _Option("log_dir", str | None, ("--log-dir",), "Base dir of <JOBID>-logs/ (relative: to the "
+            "submit dir).", _RUN, "logs.base_dir", "DIR"),
+    _Option("interactive", bool, ("--interactive",), "No driver: keep the cluster up for attach.",
+            _RUN),
+    _Option("json", bool, ("--json",), "Print a versioned JSON object instead of text.", "Output"),
+    _Option("command", list[str] | None, (), "The driver, after --: -- uv run "
+            "examples/run_grpo.py --config c.yaml", _RUN, metavar="CMD"),
+]
+
+
+def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+
+    def put(key: str, value: Any, label: str) -> None:
+        values[key], labels[key] = value, label
+
+    for option in _OPTIONS:
+        value = kwargs[option.param]
+        if option.key is not None and value not in (None, []):
+            put(option.key, value, option.names[-1])
+    for item in kwargs["env"] or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        put(f"env.{name}", value, "--env")
+    command = kwargs["command"] or []
+    if kwargs["interactive"]:
+        if command:
+            raise UsageError("--interactive and a driver command after -- cannot be combined")
+        put("interactive", True, "--interactive")
+        put("driver.command", None, "--interactive")
+    elif command:
+        put("driver.command", list(command), "-- CMD")
+        put("interactive", False, "-- CMD")
+    return JobFlags(
+        profile=kwargs["profile"],
+        job=kwargs["job"],
+        values=values,
+        labels=labels,
+        sets=kwargs["set_"] or [],
+        json=kwargs["json"],
+    )
+
+
+def job_options(func: F) -> F:
+    """Give `func` the shared job options; it receives them as one `flags: JobFlags`."""
+    own = [
+        p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "flags"
+    ]
+    shared = [
+        inspect.Parameter(
+            o.param,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[o.kind, o.typer_param()],
+            default=False if o.kind is bool else None,
+        )
+        for o in _OPTIONS
+    ]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        flags = _job_flags({o.param: kwargs.pop(o.param) for o in _OPTIONS})
+        return func(flags=flags, **kwargs)
+
+    params = own + shared
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the new signature, not func's
+    return wrapper  # type: ignore[return-value]
+

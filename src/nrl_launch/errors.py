@@ -1,0 +1,51 @@
+"""The error tree and the exit codes it maps to: the only place exit codes are decided.
+
+Every failure the user can cause or fix is an `NrlLaunchError`; the CLI prints its message as one
+line (no traceback unless --debug) and exits with its code. Anything else is a bug: exit 1.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ConfigError", "ExitCode", "NrlLaunchError", "UsageError"]
+
+
+@enum.unique
+class ExitCode(enum.IntEnum):
+    """Exit codes of every nrl-launch command (documented in the README)."""
+
+    OK = 0
+    INTERNAL = 1  # a bug in nrl-launch; rerun with --debug and report it
+    BAD_INPUT = 2  # a flag, a file or a value in the job spec is wrong; nothing was written
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+class NrlLaunchError(Exception):
+    """Base of every error that is reported to the user as one line."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(NrlLaunchError):
+    """A command-line flag or argument is wrong."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class ConfigError(NrlLaunchError):
+    """The job spec (profile, job file, environment, flags, --set) is invalid.
+
+    Holds one line per problem, each naming the key, the value given, where it came from and
+    what is accepted.
+    """
+
+    exit_code = ExitCode.BAD_INPUT
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems

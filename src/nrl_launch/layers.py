@@ -1,0 +1,294 @@
+"""Layering: where each value of the job spec comes from, in one function (`resolve`).
+
+Precedence, lowest first:
+
+    built-in defaults < profile < job file (-f) < ray.sub env vars < CLI flags < --set
+
+Each layer is a list of settings (dotted key, value, source label); later settings replace
+earlier ones at the same key. Every value keeps its source, so `config show --sources` and every
+error message can say where a value came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from nrl_launch import paths
+from nrl_launch.errors import ConfigError
+from nrl_launch.spec import LaunchSpec
+
+__all__ = [
+    "RAY_SUB_ENV",
+    "load",
+    "Resolved",
+    "Setting",
+    "find_profile",
+    "flatten",
+    "parse_set",
+    "resolve",
+]
+
+DEFAULT = "default"
+
+# ray.sub's environment variables, so that existing launch scripts keep working.
+RAY_SUB_ENV: dict[str, str] = {
+    "CONTAINER": "container.image",
+    "MOUNTS": "container.mounts",
+    "COMMAND": "driver.command",
+    "SETUP_COMMAND": "setup",
+    "GPUS_PER_NODE": "slurm.gpus_per_node",
+    "CPUS_PER_WORKER": "slurm.cpus_per_node",
+    "BASE_LOG_DIR": "logs.base_dir",
+    "UV_CACHE_DIR_OVERRIDE": "caches.uv",
+    "PORT": "ray.ports.gcs",
+    "RAY_CLIENT_SERVER_PORT": "ray.ports.client_server",
+    "DASHBOARD_PORT": "ray.ports.dashboard",
+    "DASHBOARD_AGENT_LISTEN_PORT": "ray.ports.dashboard_agent_listen",
+    "DASHBOARD_AGENT_GRPC_PORT": "ray.ports.dashboard_agent_grpc",
+    "NODE_MANAGER_PORT": "ray.ports.node_manager",
+    "OBJECT_MANAGER_PORT": "ray.ports.object_manager",
+    "RUNTIME_ENV_AGENT_PORT": "ray.ports.runtime_env_agent",
+    "METRICS_EXPORT_PORT": "ray.ports.metrics_export",
+    "MIN_WORKER_PORT": "ray.ports.worker_min",
+    "MAX_WORKER_PORT": "ray.ports.worker_max",
+}
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value from one layer: `key` is dotted (`slurm.nodes`), `source` says where from."""
+
+    key: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The validated spec, the merged raw values, and the source of every value."""
+
+    spec: LaunchSpec
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """YAML as users mean it in a job file: `1:30` is a time, not the base-60 int 90."""
+
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_YamlLoader.add_implicit_resolver(
+    _INT, re.compile(r"^[-+]?(?:0|[1-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"), list("-+0123456789")
+)
+_YamlLoader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."),
+)
+
+
+def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping; every failure is one ConfigError line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{what} {path}: no such file"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{what} {path}: is a directory, not a YAML file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([f"{what} {path}: cannot be read ({reason})"]) from None
+    try:
+        data = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError([f"{what} {path}: invalid YAML{where}: {problem}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{what} {path}: must be a mapping of keys, got a {type(data).__name__}"])
+    return data
+
+
+def find_profile(flag: Path | None, environ: Mapping[str, str], cwd: Path) -> Path | None:
+    """The profile to use: --profile, else $NRL_LAUNCH_PROFILE, else ./nrl-launch.yaml, else
+    the user config dir. A profile that was asked for by name must exist."""
+    if flag is not None:
+        if not flag.is_file():
+            raise ConfigError([f"--profile {flag}: no such file"])
+        return flag
+    named = environ.get(paths.PROFILE_ENV)
+    if named:
+        if not Path(named).is_file():
+            raise ConfigError([f"{paths.PROFILE_ENV}={named}: no such file"])
+        return Path(named)
+    for candidate in (cwd / paths.PROFILE_NAME, paths.user_profile(environ)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, dotted + ".")
+        else:
+            yield dotted, value
+
+
+def file_settings(path: Path, what: str) -> list[Setting]:
+    """The settings of a profile or job file, each labelled with the file it came from."""
+    data = load_yaml_mapping(path, what)
+    bad = [str(k) for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError([f"{what} {path}: key {bad[0]!r} must be a string"])
+    return [Setting(k, v, f"{what} {path}") for k, v in flatten(data)]
+
+
+def env_settings(environ: Mapping[str, str]) -> list[Setting]:
+    """ray.sub's variables that are set and not empty (ray.sub treats empty as unset)."""
+    settings = []
+    for name, key in RAY_SUB_ENV.items():
+        value = environ.get(name)
+        if not value:
+            continue
+        parsed: Any = value
+        if name == "MOUNTS":
+            parsed = [m for m in value.split(",") if m]
+        elif name == "COMMAND":
+            parsed = ["bash", "-c", value]  # ray.sub's COMMAND is a shell string
+        settings.append(Setting(key, parsed, f"env {name}"))
+    return settings
+
+
+def parse_set(items: Sequence[str]) -> list[Setting]:
+    """`--set key.path=value` items. Values are read as YAML, by the same rules as job files."""
+    settings = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not _KEY.fullmatch(key):
+            raise ConfigError([f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set slurm.nodes=4"])
+        try:
+            value = yaml.load(raw, Loader=_YamlLoader) if raw.strip() else raw  # noqa: S506
+        except yaml.YAMLError:
+            value = raw  # not YAML: take the text as it is
+        settings.append(Setting(key, value, f"--set {key}"))
+    return settings
+
+
+def _merge(layers: Iterable[Setting]) -> dict[str, Setting]:
+    merged: dict[str, Setting] = {}
+    for setting in layers:
+        key = setting.key
+        # A new value replaces what was under it and any scalar above it.
+        for old in [k for k in merged if k.startswith(key + ".") or key.startswith(k + ".")]:
+            del merged[old]
+        merged[key] = setting
+    return merged
+
+
+def _nest(settings: Iterable[Setting]) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    for s in settings:
+        *parents, leaf = s.key.split(".")
+        node = root
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = s.value
+    return root
+
+
+def resolve(layers: Sequence[Sequence[Setting]]) -> Resolved:
+    """Merge the layers (lowest precedence first), validate once, and keep each value's source."""
+    merged = _merge(s for layer in layers for s in layer)
+    try:
+        spec = LaunchSpec.model_validate(_nest(merged.values()))
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc, merged)) from None
+    sources = {key: DEFAULT for key, _ in flatten(spec.model_dump(mode="json"))}
+    for key, setting in merged.items():
+        for known in [k for k in sources if k == key or k.startswith(key + ".")]:
+            sources[known] = setting.source
+    return Resolved(spec=spec, sources=dict(sorted(sources.items())))
+
+
+def load(
+    *,
+    profile: Path | None,
+    job_file: Path | None,
+    environ: Mapping[str, str],
+    cwd: Path,
+    flags: Sequence[Setting],
+    sets: Sequence[str],
+) -> Resolved:
+    """Read every layer and resolve the spec. The order of this list is the precedence."""
+    profile_path = find_profile(profile, environ, cwd)
+    return resolve(
+        [
+            file_settings(profile_path, "profile") if profile_path else [],
+            file_settings(job_file, "job file") if job_file else [],
+            env_settings(environ),
+            flags,
+            parse_set(sets),
+        ]
+    )
+
+
+def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
+    """One line per problem: the key, the value given, its source and what is accepted."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"] if not isinstance(part, int)]
+        key = ".".join(loc)
+        source = _source_of(key, merged)
+        origin = f" (from {source})" if source else ""
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
+            continue
+        message = str(err["msg"]).removeprefix("Value error, ")
+        message = message[:1].lower() + message[1:]
+        if not key:  # a rule across sections: its message names the keys
+            lines.append(message)
+        elif isinstance(err["input"], (dict, list)) or err["type"] == "missing":
+            lines.append(f"{key}: {message}{origin}")
+        else:
+            got = f"got {err['input']!r}" + (f", from {source}" if source else "")
+            lines.append(f"{key}: {message} ({got})")
+    return lines
+
+
+def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:
+    for k, setting in merged.items():
+        if k == key or k.startswith(key + ".") or key.startswith(k + "."):
+            return setting.source
+    return None
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    model: type[BaseModel] = LaunchSpec
+    for part in loc[:-1]:
+        info = model.model_fields.get(part)
+        annotation = info.annotation if info else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    names = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (accepted: {', '.join(names)})"

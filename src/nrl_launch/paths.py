@@ -1,0 +1,30 @@
+"""Every on-disk location nrl-launch reads or writes, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["PROFILE_ENV", "PROFILE_NAME", "templates_dir", "user_profile"]
+
+PROFILE_ENV = "NRL_LAUNCH_PROFILE"
+PROFILE_NAME = "nrl-launch.yaml"
+
+
+def user_profile(environ: Mapping[str, str]) -> Path:
+    """The profile in the user's config dir (XDG), used when no other profile is found."""
+    base = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
+    return Path(base).expanduser() / "nrl-launch" / "profile.yaml"
+
+
+def templates_dir() -> Path:
+    """Where the job templates are: inside the installed package, else the source checkout.
+
+    The wheel carries them as package data (pyproject's force-include); an editable install
+    runs from the source tree, where they sit at the top of the repository.
+    """
+    packaged = Path(__file__).parent / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "templates"
+

@@ -1,0 +1,53 @@
+"""Shell quoting: the one function through which every user value reaches a shell.
+
+`quote()` returns a `ShellWord`, a str that bash reads back as exactly the original value. The
+Jinja environment refuses to print any str that is not a `ShellWord`, so a template cannot
+forget to quote a value.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+__all__ = ["ShellWord", "join", "quote"]
+
+# Control characters (C0 and DEL) cannot sit raw in a rendered script: a newline would let a
+# value end a heredoc or a comment line early. Such values use bash's $'...' form instead.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+class ShellWord(str):
+    """A string already quoted for bash: safe to paste into a script as one word."""
+
+    __slots__ = ()
+
+
+def quote(value: str | int | ShellWord) -> ShellWord:
+    """Quote `value` so that bash reads it back byte for byte as one word.
+
+    Raises:
+        ValueError: the value holds a NUL byte, which no shell word or argv entry can carry.
+        TypeError: the value is not a str or an int (bools and None never belong in a script).
+    """
+    if isinstance(value, ShellWord):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"cannot shell-quote a {type(value).__name__}: {value!r}")
+    text = str(value)
+    if "\x00" in text:
+        raise ValueError("a NUL byte cannot be passed to a shell")
+    if not _CONTROL.search(text):
+        return ShellWord(shlex.quote(text))
+    escaped = "".join(
+        _NAMED_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if _CONTROL.match(ch) else ch)
+        for ch in text
+    )
+    return ShellWord(f"$'{escaped}'")
+
+
+def join(words: Iterable[str | int]) -> ShellWord:
+    """Quote each word and join them with spaces: one command line for bash."""
+    return ShellWord(" ".join(quote(w) for w in words))

@@ -1,0 +1,340 @@
+"""The job spec: typed, frozen, validated once at the edge.
+
+Every key a user can set lives here with its default. Unknown keys are refused (`extra="forbid"`),
+and each constraint says in its message what is accepted, because that message is what a user
+sees at 2 a.m. (see `layers.describe_errors`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "CachesSpec",
+    "ContainerSpec",
+    "DriverSpec",
+    "LaunchSpec",
+    "LogsSpec",
+    "Mount",
+    "RayPorts",
+    "RaySpec",
+    "RayTimeouts",
+    "SlurmSpec",
+    "slurm_time_minutes",
+]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Slurm's --time forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_TIME = re.compile(
+    r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?)"
+    r"|(?:(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+))"
+    r"|(?:(?P<m>\d+)(?::(?P<ms>\d+))?)"
+)
+_TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+_MOUNT_FLAGS = re.compile(r"[a-z]+(?:\+[a-z]+)*")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL byte")
+    return value
+
+
+def _single_line(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("must be a single line")
+    return _no_nul(value)
+
+
+def _printable(value: str) -> str:
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError("must not contain control characters such as newlines or tabs")
+    return value
+
+
+def _nonempty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return _no_nul(value)
+
+
+def _as_text(value: Any) -> Any:
+    """YAML reads `16` as an int and `1e-3` as a float; env values are strings either way."""
+    if isinstance(value, bool):
+        raise ValueError("must be a string (quote yes/no/true/false in YAML)")
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Line = Annotated[str, AfterValidator(_single_line)]
+NonEmpty = Annotated[str, AfterValidator(_nonempty)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not an environment variable name (letters, digits and _, "
+            "not starting with a digit)"
+        )
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+def slurm_time_minutes(value: str) -> float:
+    """Minutes in a Slurm time limit; raises ValueError naming the accepted forms."""
+    match = _TIME.fullmatch(value.strip())
+    if not match:
+        raise ValueError(f"must be a Slurm time limit: {_TIME_FORMS}")
+    g = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+    if "d" in g:
+        if g["dh"] > 23 or g.get("dm", 0) > 59 or g.get("ds", 0) > 59:
+            raise ValueError(f"hours must be < 24, minutes and seconds < 60 ({_TIME_FORMS})")
+        total = g["d"] * 1440 + g["dh"] * 60 + g.get("dm", 0) + g.get("ds", 0) / 60
+    elif "h" in g:
+        if g["hm"] > 59 or g["hs"] > 59:
+            raise ValueError(f"minutes and seconds must be < 60 ({_TIME_FORMS})")
+        total = g["h"] * 60 + g["hm"] + g["hs"] / 60
+    else:
+        if g.get("ms", 0) > 59:
+            raise ValueError(f"seconds must be < 60 ({_TIME_FORMS})")
+        total = g["m"] + g.get("ms", 0) / 60
+    if total <= 0:
+        raise ValueError("must be longer than zero (an unlimited job blocks backfill)")
+    return total
+
+
+def _check_time(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # a bare number in YAML is minutes, as sbatch reads it
+    if isinstance(value, str):
+        slurm_time_minutes(value)
+    return value
+
+
+def _check_path_part(path: str, what: str) -> None:
+    if not path.startswith("/"):
+        raise ValueError(f"{what} {path!r} must be an absolute path")
+    for bad in (",", ":"):
+        if bad in path:
+            raise ValueError(f"{what} {path!r} must not contain {bad!r} (pyxis separates mounts with it)")
+
+
+class Mount(_Spec):
+    """A bind mount, written `SRC:DST[:FLAGS]` (or `PATH` for the same path inside)."""
+
+    src: Text
+    dst: Text
+    flags: Line | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if not isinstance(data, str):
+            return data
+        parts = data.split(":")
+        if len(parts) == 1:
+            return {"src": parts[0], "dst": parts[0]}
+        if len(parts) in (2, 3) and all(parts):
+            return dict(zip(("src", "dst", "flags"), parts))
+        raise ValueError(f"{data!r} is not SRC:DST[:FLAGS] with absolute paths (e.g. /data:/data:ro)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Mount:
+        _check_path_part(self.src, "source")
+        _check_path_part(self.dst, "destination")
+        if self.flags is not None and not _MOUNT_FLAGS.fullmatch(self.flags):
+            raise ValueError(f"flags {self.flags!r} must be pyxis mount flags such as ro, rw or ro+rprivate")
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.src}:{self.dst}" + (f":{self.flags}" if self.flags else "")
+
+
+class SlurmSpec(_Spec):
+    # squeue and sacct print one job per line: a control character in a name would split it.
+    job_name: Annotated[NonEmpty, AfterValidator(_printable)] = "nrl-launch"
+    nodes: int = Field(default=1, ge=1)
+    time: Annotated[Line, BeforeValidator(_check_time)] = "01:00:00"
+    account: NonEmpty | None = None
+    partition: NonEmpty | None = None
+    qos: NonEmpty | None = None
+    reservation: NonEmpty | None = None
+    exclusive: bool = True
+    exclude: NonEmpty | None = None
+    dependency: NonEmpty | None = None
+    gpus_per_node: int = Field(default=8, ge=0)
+    gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
+    cpus_per_node: int | None = Field(default=None, ge=1)
+    extra_args: tuple[Text, ...] = ()
+
+
+class ContainerSpec(_Spec):
+    runtime: Literal["pyxis", "none"]
+    image: NonEmpty | None = None
+    mounts: tuple[Mount, ...] = ()
+    workdir: Text | None = None
+    mount_home: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_runtime(cls, data: Any) -> Any:
+        # An image implies pyxis, so `--container IMAGE` alone is enough.
+        if isinstance(data, dict) and data.get("runtime") is None:
+            return {**data, "runtime": "pyxis" if data.get("image") else "none"}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ContainerSpec:
+        if self.runtime == "pyxis" and not self.image:
+            raise ValueError(
+                "runtime is pyxis but container.image is not set: give --container IMAGE "
+                "(a registry reference or a .sqsh path), or --container-runtime none"
+            )
+        if self.runtime == "none" and self.image:
+            raise ValueError("container.image is set but container.runtime is none: use pyxis or drop the image")
+        if self.workdir is not None:
+            _check_path_part(self.workdir, "workdir")
+        return self
+
+
+class RayPorts(_Spec):
+    """Every port Ray opens. The same ports are used on every node (one raylet per node)."""
+
+    gcs: Port = 1200
+    client_server: Port = 1201
+    dashboard: Port = 8265
+    dashboard_agent_listen: Port = 1311
+    dashboard_agent_grpc: Port = 1307
+    node_manager: Port = 1301
+    object_manager: Port = 1303
+    runtime_env_agent: Port = 1305
+    metrics_export: Port = 1309
+    worker_min: Port = 2000
+    worker_max: Port = 2999
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RayPorts:
+        single = {k: v for k, v in self.model_dump().items() if k not in ("worker_min", "worker_max")}
+        seen: dict[int, str] = {}
+        for name, port in single.items():
+            if port in seen:
+                raise ValueError(f"{seen[port]} and {name} are both {port}; every Ray port must differ")
+            seen[port] = name
+            if self.worker_min <= port <= self.worker_max:
+                raise ValueError(
+                    f"{name}={port} lies inside the worker port range "
+                    f"{self.worker_min}-{self.worker_max}; move one of them"
+                )
+        if self.worker_max < self.worker_min:
+            raise ValueError(f"worker_max={self.worker_max} is below worker_min={self.worker_min}")
+        return self
+
+
+class RayTimeouts(_Spec):
+    """Bounds, in seconds, on each wait of the bring-up: nothing waits forever."""
+
+    head_start_s: int = Field(default=300, ge=1)
+    join_s: int = Field(default=600, ge=1)
+    driver_s: int | None = Field(default=None, ge=1)
+
+
+class RaySpec(_Spec):
+    ports: RayPorts = RayPorts()
+    timeouts: RayTimeouts = RayTimeouts()
+
+
+class LogsSpec(_Spec):
+    # Relative paths are relative to the directory `sbatch` runs in, as with ray.sub.
+    base_dir: NonEmpty = "."
+
+    @field_validator("base_dir")
+    @classmethod
+    def _no_patterns(cls, value: str) -> str:
+        if "%" in value or "\\" in value:
+            raise ValueError("must not contain '%' or '\\' (sbatch reads them as filename patterns)")
+        return value
+
+
+class CachesSpec(_Spec):
+    """Caches every node must share (HF conversions fail on node-local caches)."""
+
+    hf_home: Text | None = None
+    uv: Text | None = None
+
+    @model_validator(mode="after")
+    def _absolute(self) -> CachesSpec:
+        for name in ("hf_home", "uv"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_path_part(value, name)
+        return self
+
+
+class DriverSpec(_Spec):
+    command: tuple[Text, ...] | None = None
+    workdir: Text | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _nonempty(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("must be a non-empty argv list, e.g. [uv, run, examples/run_grpo.py]")
+        return value
+
+
+class LaunchSpec(_Spec):
+    """Everything needed to render and launch one job."""
+
+    interactive: bool = False
+    slurm: SlurmSpec = SlurmSpec()
+    container: ContainerSpec = ContainerSpec(runtime="none")
+    ray: RaySpec = RaySpec()
+    logs: LogsSpec = LogsSpec()
+    caches: CachesSpec = CachesSpec()
+    env: dict[EnvName, Annotated[Text, BeforeValidator(_as_text)]] = {}
+    secrets: tuple[EnvName, ...] = ()
+    setup: Text | None = None
+    driver: DriverSpec = DriverSpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> LaunchSpec:
+        if self.interactive and self.driver.command is not None:
+            raise ValueError(
+                "driver.command is set but the job is interactive: drop --interactive, or the command"
+            )
+        if not self.interactive and self.driver.command is None:
+            raise ValueError(
+                "driver.command is not set: give the driver after `--` (e.g. -- uv run "
+                "examples/run_grpo.py), or pass --interactive for a cluster that stays up"
+            )
+        ports = self.ray.ports
+        width = ports.worker_max - ports.worker_min + 1
+        need = max(64, 16 * self.slurm.gpus_per_node)
+        if width < need:
+            raise ValueError(
+                f"ray.ports.worker_min..worker_max: {ports.worker_min}-{ports.worker_max} holds "
+                f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
+            )
+        for name in sorted(set(self.env) & set(self.secrets)):
+            raise ValueError(f"env.{name}: {name} is listed in secrets; a secret is passed by name only")
+        return self

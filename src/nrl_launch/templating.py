@@ -1,0 +1,45 @@
+"""The one Jinja environment. Templates live in the top-level templates/ folder.
+
+`StrictUndefined` turns a misspelled variable into an error instead of an empty string, and
+`finalize` refuses to print any string that did not pass through the `q` (shell-quote) filter, so
+no user value can reach a script unquoted. Numbers print as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jinja2
+
+from nrl_launch import paths
+from nrl_launch.shell import ShellWord, join, quote
+
+__all__ = ["render"]
+
+
+def _only_quoted(value: Any) -> Any:
+    if isinstance(value, ShellWord) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise jinja2.TemplateError(f"unquoted value {value!r}: pass it through the q filter")
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(paths.templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        finalize=_only_quoted,
+        autoescape=False,  # HTML escaping would corrupt shell; quoting is the q filter's job
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = quote
+    env.filters["qjoin"] = join
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    """Render one template from templates/ with `context`."""
+    return _environment().get_template(template).render(**context)
