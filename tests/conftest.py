@@ -1,0 +1,77 @@
+"""Shared fixtures: an isolated environment for every test, and the CLI run in-process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.cli import main
+from nrl_launch.layers import RAY_SUB_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No ray.sub variables, no profile and a fresh HOME and cwd: only what a test sets counts."""
+    for name in [*RAY_SUB_ENV, "NRL_LAUNCH_PROFILE", "NRL_LAUNCH_DEBUG"]:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """Run `nrl-launch ARGS...` in this process; returns its exit code, stdout and stderr."""
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+        out, err = capsys.readouterr()
+        code = exit_info.value.code
+        return Result(code if isinstance(code, int) else 1, out, err)
+
+    return run
+
+
+def need_tool(name: str) -> str:
+    """The path of a tool the tests need; CI installs it, so there it must be present."""
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed; .ci/run installs it")
+        pytest.skip(f"{name} is not installed (apt-get install {name})")
+    return path
+
+
+def shellcheck(script: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [need_tool("shellcheck"), "--shell=bash", "--severity=style", str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -1,0 +1,94 @@
+"""Golden renders of every example job: the script users get, pinned byte for byte.
+
+To accept a deliberate change, rerun with NRL_LAUNCH_ACCEPT_GOLDEN=1 and review the diff:
+
+    NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest tests/test_golden.py
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, Cli, shellcheck
+
+GOLDEN = Path(__file__).parent / "golden"
+JOBS = sorted(EXAMPLES.glob("*.yaml"))
+
+
+def golden_path(job: Path) -> Path:
+    return GOLDEN / f"{job.stem}.sbatch"
+
+
+def test_every_example_has_a_golden() -> None:
+    assert len(JOBS) >= 4
+    stale = {p.name for p in GOLDEN.glob("*.sbatch")} - {golden_path(j).name for j in JOBS}
+    assert not stale, f"golden files with no example: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
+def test_render_matches_golden(cli: Cli, job: Path) -> None:
+    result = cli("render", "-f", str(job))
+    assert result.code == 0, result.err
+    golden = golden_path(job)
+    if os.environ.get("NRL_LAUNCH_ACCEPT_GOLDEN"):
+        golden.write_text(result.out, encoding="utf-8")
+    expected = golden.read_text(encoding="utf-8") if golden.exists() else ""
+    if result.out != expected:
+        diff = "".join(difflib.unified_diff(
+            expected.splitlines(keepends=True), result.out.splitlines(keepends=True),
+            str(golden), "rendered",
+        ))
+        pytest.fail(
+            f"{job.name} renders differently from {golden.name}:\n{diff}\n"
+            "If the change is intended: NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest "
+            "tests/test_golden.py"
+        )
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
+def test_golden_is_valid_bash(job: Path) -> None:
+    result = subprocess.run(["bash", "-n", str(golden_path(job))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
+def test_golden_is_shellcheck_clean(job: Path) -> None:
+    result = shellcheck(golden_path(job))
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
+def test_render_is_deterministic(cli: Cli, job: Path) -> None:
+    first, second = cli("render", "-f", str(job)), cli("render", "-f", str(job))
+    assert first.out == second.out
+
+
+def test_header_names_version_and_submit_command(cli: Cli) -> None:
+    from nrl_launch import __version__
+
+    lines = cli("render", "-f", str(EXAMPLES / "grpo-2node.yaml")).out.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert lines[1].startswith(f"# Rendered by nrl-launch {__version__}")
+    assert lines[2].startswith("# Submit with: sbatch --parsable ")
+    assert lines[2].endswith(" nrl-launch.sbatch")
+
+
+def test_sbatch_flags_are_sorted_and_complete(cli: Cli) -> None:
+    result = cli("render", "--json", "-f", str(EXAMPLES / "nemotron-3-nano-30b-32node.yaml"))
+    import json
+
+    argv = json.loads(result.out)["argv"]
+    flags = argv[2:-1]
+    assert argv[:2] == ["sbatch", "--parsable"]
+    assert flags == sorted(flags)
+    assert "--nodes=32" in flags
+    assert "--gres=gpu:8" in flags
+    assert "--account=my_account" in flags
+    assert "--job-name=nemotron-nano-30b" in flags
+    assert "--time=8:00:00" in flags
+    assert "--exclusive" in flags

@@ -1,0 +1,139 @@
+"""Layering: one test per adjacent pair of layers, profile discovery, and `config show`.
+
+    defaults < profile < job file < ray.sub env vars < CLI flags < --set
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def show(cli: Cli, *args: str) -> dict:  # type: ignore[type-arg]
+    result = cli("config", "show", "--json", "--interactive", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)  # type: ignore[no-any-return]
+
+
+def test_defaults_when_nothing_is_set(cli: Cli) -> None:
+    shown = show(cli)
+    assert shown["spec"]["slurm"]["nodes"] == 1
+    assert shown["spec"]["ray"]["ports"]["gcs"] == 1200
+    assert shown["sources"]["slurm.nodes"] == "default"
+
+
+def test_profile_over_defaults(cli: Cli, tmp_path: Path) -> None:
+    profile = write(tmp_path / "p.yaml", "slurm: {nodes: 3, account: acct}\n")
+    shown = show(cli, "--profile", str(profile))
+    assert shown["spec"]["slurm"]["nodes"] == 3
+    assert shown["sources"]["slurm.nodes"] == f"profile {profile}"
+    assert shown["sources"]["slurm.time"] == "default"
+
+
+def test_job_file_over_profile(cli: Cli, tmp_path: Path) -> None:
+    profile = write(tmp_path / "p.yaml", "slurm: {nodes: 3, account: acct}\n")
+    job = write(tmp_path / "j.yaml", "slurm: {nodes: 5}\n")
+    shown = show(cli, "--profile", str(profile), "-f", str(job))
+    assert shown["spec"]["slurm"]["nodes"] == 5
+    assert shown["sources"]["slurm.nodes"] == f"job file {job}"
+    assert shown["spec"]["slurm"]["account"] == "acct"  # the rest of the profile stays
+
+
+def test_ray_sub_env_over_job_file(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = write(tmp_path / "j.yaml", "slurm: {gpus_per_node: 8}\nray: {ports: {gcs: 6379}}\n")
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    monkeypatch.setenv("PORT", "54514")
+    shown = show(cli, "-f", str(job))
+    assert shown["spec"]["slurm"]["gpus_per_node"] == 4
+    assert shown["spec"]["ray"]["ports"]["gcs"] == 54514
+    assert shown["sources"]["ray.ports.gcs"] == "env PORT"
+
+
+def test_cli_flags_over_ray_sub_env(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.4.0")
+    shown = show(cli, "--gpus-per-node", "2", "--container", "/images/rl.sqsh")
+    assert shown["spec"]["slurm"]["gpus_per_node"] == 2
+    assert shown["spec"]["container"]["image"] == "/images/rl.sqsh"
+    assert shown["sources"]["container.image"] == "--container"
+
+
+def test_set_over_cli_flags(cli: Cli) -> None:
+    shown = show(cli, "--nodes", "2", "--set", "slurm.nodes=7", "--set", "slurm.time=1:30")
+    assert shown["spec"]["slurm"]["nodes"] == 7
+    assert shown["spec"]["slurm"]["time"] == "1:30"  # a time, not YAML's base-60 integer 90
+    assert shown["sources"]["slurm.nodes"] == "--set slurm.nodes"
+
+
+def test_ray_sub_habits_keep_working(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.4.0")
+    monkeypatch.setenv("MOUNTS", "/lustre/a:/lustre/a,/data:/data:ro")
+    monkeypatch.setenv("COMMAND", "uv run examples/run_sft.py")
+    monkeypatch.setenv("BASE_LOG_DIR", "/lustre/a/logs")
+    result = cli("config", "show", "--json")
+    spec = json.loads(result.out)["spec"]
+    assert spec["container"]["runtime"] == "pyxis"
+    assert [m["dst"] for m in spec["container"]["mounts"]] == ["/lustre/a", "/data"]
+    assert spec["driver"]["command"] == ["bash", "-c", "uv run examples/run_sft.py"]
+    assert spec["logs"]["base_dir"] == "/lustre/a/logs"
+
+
+def test_env_flags_add_to_env_from_files(cli: Cli, tmp_path: Path) -> None:
+    job = write(tmp_path / "j.yaml", "env: {A: from-file, B: from-file}\n")
+    shown = show(cli, "-f", str(job), "--env", "B=from-flag", "--env", "C=x=y")
+    assert shown["spec"]["env"] == {"A": "from-file", "B": "from-flag", "C": "x=y"}
+    assert shown["sources"]["env.B"] == "--env"
+
+
+def test_profile_flag_over_profile_env_var(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n")))
+    flag = write(tmp_path / "flag.yaml", "slurm: {nodes: 3}\n")
+    assert show(cli, "--profile", str(flag))["spec"]["slurm"]["nodes"] == 3
+
+
+def test_profile_env_var_over_cwd_profile(cli: Cli, tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(isolated / "nrl-launch.yaml", "slurm: {nodes: 4}\n")
+    monkeypatch.setenv("NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n")))
+    assert show(cli)["spec"]["slurm"]["nodes"] == 2
+
+
+def test_cwd_profile_over_user_profile(cli: Cli, tmp_path: Path, isolated: Path) -> None:
+    write(tmp_path / "home/.config/nrl-launch/profile.yaml", "slurm: {nodes: 6}\n")
+    assert show(cli)["spec"]["slurm"]["nodes"] == 6
+    write(isolated / "nrl-launch.yaml", "slurm: {nodes: 4}\n")
+    shown = show(cli)
+    assert shown["spec"]["slurm"]["nodes"] == 4
+    assert shown["sources"]["slurm.nodes"].endswith("nrl-launch.yaml")
+
+
+def test_later_value_replaces_a_whole_subtree(cli: Cli, tmp_path: Path) -> None:
+    job = write(tmp_path / "j.yaml", "container: {mounts: [/a:/a, /b:/b]}\n")
+    shown = show(cli, "-f", str(job), "--mount", "/c:/c")
+    assert [m["src"] for m in shown["spec"]["container"]["mounts"]] == ["/c"]
+
+
+def test_config_show_sources_table(cli: Cli, tmp_path: Path) -> None:
+    job = write(tmp_path / "j.yaml", "slurm: {nodes: 5}\n")
+    result = cli("config", "show", "--sources", "--interactive", "-f", str(job), "--time", "10")
+    assert result.code == 0, result.err
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in result.out.splitlines()}
+    assert rows["slurm.nodes"] == ["5", f"job file {job}"]
+    assert rows["slurm.time"] == ["'10'", "--time"]
+    assert rows["ray.ports.gcs"] == ["1200", "default"]
+
+
+def test_config_show_yaml(cli: Cli) -> None:
+    import yaml
+
+    result = cli("config", "show", "--interactive", "--nodes", "3")
+    assert yaml.safe_load(result.out)["slurm"]["nodes"] == 3

@@ -1,0 +1,212 @@
+"""Hostile values must reach bash byte for byte: each test renders a job, runs the rendered code
+in a real bash and compares what arrives with what was given (submitit's weird-path idea)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nrl_launch.backends import slurm
+from nrl_launch.shell import quote
+from nrl_launch.spec import LaunchSpec
+from tests.conftest import Cli
+
+HOSTILE = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "both ' and \"",
+    "$(touch /tmp/nrl-pwned)",
+    "`touch /tmp/nrl-pwned`",
+    "a;b",
+    "a && b || c",
+    "line one\nline two",
+    "\ttab\tand\r\n",
+    "naïve ☃ 日本語 🚀",
+    "-rf",
+    "--config=x",
+    "*",
+    "~",
+    "$HOME ${HOME} $0",
+    "back\\slash \\n",
+    "!event",
+    "> /dev/null <",
+    "#comment",
+    "",
+]
+# Path-like values: absolute, and without ',' or ':' (pyxis' separators) so mounts accept them.
+HOSTILE_PATHS = ["/x/" + v.replace(":", "") for v in HOSTILE if v]
+
+
+def _definitions(script: str) -> str:
+    """The rendered assignments and functions: everything before the batch step's code."""
+    return script.split("# ---- Batch step")[0]
+
+
+def bash_values(script: str, probe: str) -> list[str]:
+    """Run the script's definitions and then `probe` in a real bash; `probe` prints values
+    separated by NUL bytes, which no value can contain."""
+    result = subprocess.run(
+        ["bash", "-c", _definitions(script) + "\n" + probe],
+        capture_output=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "NRL_LOG_DIR": "/logs/1-logs", "SLURM_SUBMIT_DIR": "/submit"},
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+
+
+def submit_argv(script: str) -> list[str]:
+    """The argv that bash passes to sbatch when the header's submit command is pasted."""
+    line = next(x for x in script.splitlines() if x.startswith("# Submit with: "))
+    result = subprocess.run(
+        ["bash", "-c", "sbatch() { printf '%s\\0' \"$@\"; }\n" + line.removeprefix("# Submit with: ")],
+        capture_output=True, check=True,
+    )
+    return ["sbatch", *result.stdout.decode().split("\0")[:-1]]
+
+
+def spec(**values: object) -> LaunchSpec:
+    base: dict[str, object] = {"driver": {"command": ["python", "x.py"]}}
+    base.update(values)
+    return LaunchSpec.model_validate(base)
+
+
+def test_quote_round_trips_each_hostile_value() -> None:
+    script = "set -eu\n" + "".join(f"printf '%s\\0' {quote(v)}\n" for v in HOSTILE)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
+    assert out.decode().split("\0")[:-1] == HOSTILE
+
+
+def test_quoted_values_never_put_a_raw_newline_in_the_script() -> None:
+    request = slurm.plan(spec(driver={"command": ["python", "a\nEOF\nb"]}, env={"X": "1\n2"}))
+    lines = request.script.splitlines()
+    assert not any(line in ("EOF", "b", "2'") for line in lines)
+
+
+def test_driver_argv_arrives_unchanged() -> None:
+    command = ["uv", *HOSTILE]
+    request = slurm.plan(spec(driver={"command": command}))
+    assert bash_values(request.script, 'printf "%s\\0" "${NRL_DRIVER[@]}"') == command
+
+
+def test_env_values_arrive_unchanged() -> None:
+    env = {f"V{i}": v for i, v in enumerate(HOSTILE)}
+    request = slurm.plan(spec(env=env))
+    probe = "job_env\n" + "".join(f'printf "%s\\0" "${name}"\n' for name in env)
+    assert bash_values(request.script, probe) == list(env.values())
+
+
+@pytest.mark.parametrize("value", HOSTILE_PATHS)
+def test_paths_arrive_unchanged(value: str) -> None:
+    # sbatch reads '\' in --output as a pattern switch, so the log dir refuses it (see
+    # test_errors); every other path takes it.
+    log_dir = value.replace("\\", "")
+    request = slurm.plan(
+        spec(
+            logs={"base_dir": log_dir},
+            caches={"hf_home": value, "uv": value},
+            setup=value,
+            driver={"command": ["python"], "workdir": value},
+        )
+    )
+    probe = (
+        'job_env; printf "%s\\0" "$NRL_BASE_LOG_DIR" "$NRL_DRIVER_WORKDIR" "$HF_HOME" '
+        '"$UV_CACHE_DIR" "$NRL_SETUP"'
+    )
+    assert bash_values(request.script, probe) == [log_dir] + [value] * 4
+
+
+@pytest.mark.parametrize("value", HOSTILE_PATHS)
+def test_container_mounts_image_and_workdir_arrive_unchanged(value: str) -> None:
+    request = slurm.plan(
+        spec(
+            container={
+                "image": value + ".sqsh",
+                "mounts": [f"{value}:{value}:ro", value],
+                "workdir": value,
+            }
+        )
+    )
+    args = bash_values(request.script, 'set_container_args ray-head; printf "%s\\0" "${container_args[@]}"')
+    assert args == [
+        f"--container-image={value}.sqsh",
+        f"--container-mounts={value}:{value}:ro,{value}:{value},/logs/1-logs:/logs/1-logs",
+        f"--container-workdir={value}",
+        "--container-name=ray-head",
+        "--no-container-mount-home",
+    ]
+
+
+@pytest.mark.parametrize(
+    "value", [v for v in HOSTILE if v and not any(c in v for c in "\n\t\r\\")]
+)
+def test_job_name_and_log_dir_reach_sbatch_unchanged(value: str) -> None:
+    request = slurm.plan(spec(slurm={"job_name": value}, logs={"base_dir": "/l/" + value}))
+    argv = submit_argv(request.script)
+    assert argv == list(request.argv)
+    assert f"--job-name={value}" in argv
+    assert f"--output=/l/{value}/slurm-%j.out" in argv
+
+
+def test_spec_json_in_the_script_is_the_spec() -> None:
+    job = spec(env={"X": "\n'\"$(x)"}, driver={"command": HOSTILE[:1] + HOSTILE})
+    (text,) = bash_values(slurm.plan(job).script, 'printf "%s\\0" "$NRL_JOB_SPEC"')
+    assert json.loads(text) == job.model_dump(mode="json")
+
+
+def test_hostile_values_through_the_cli(cli: Cli, tmp_path: Path) -> None:
+    """The same values typed on a command line: flags, --env, --mount and the driver argv."""
+    mount = HOSTILE_PATHS[4]
+    args = ["render", "--json", "--job-name", "a 'b' \"c\" $(d)", "--env", "X=" + HOSTILE[8],
+            "--mount", f"{mount}:{mount}", "--container", "img", "--"]
+    result = cli(*args, *HOSTILE[1:])
+    assert result.code == 0, result.err
+    request = json.loads(result.out)
+    script = request["script"]
+    assert bash_values(script, 'printf "%s\\0" "${NRL_DRIVER[@]}"') == HOSTILE[1:]
+    assert bash_values(script, 'job_env; printf "%s\\0" "$X"') == [HOSTILE[8]]
+    assert submit_argv(script) == request["argv"]
+
+
+@pytest.mark.parametrize(
+    "dirname", ["a 0", "a'; echo foo", 'a"=0"', "a\\=0", "a\n0", "-x *"], ids=repr
+)
+def test_render_to_weird_path(cli: Cli, tmp_path: Path, dirname: str) -> None:
+    target_dir = tmp_path / dirname
+    target_dir.mkdir()
+    target = target_dir / "job.sbatch"
+    result = cli("render", "--interactive", "-o", str(target))
+    assert result.code == 0, result.err
+    assert target.read_text().startswith("#!/usr/bin/env bash")
+    assert target.stat().st_mode & 0o777 == 0o755
+    assert submit_argv(target.read_text())[-1] == str(target)
+    # stdout is the submit command line, which bash reads back as the same argv
+    echoed = subprocess.run(
+        ["bash", "-c", "sbatch() { printf '%s\\0' \"$@\"; }\n" + result.out],
+        capture_output=True, check=True,
+    ).stdout.decode().split("\0")[:-1]
+    assert echoed[-1] == str(target)
+
+
+# Any text a YAML file or a command line can carry: everything but NUL (and lone surrogates,
+# which are not text).
+_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    command=st.lists(_text, min_size=1, max_size=6).filter(lambda c: bool(c[0])),
+    env=st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True), _text, max_size=4),
+)
+def test_generated_values_arrive_unchanged(command: list[str], env: dict[str, str]) -> None:
+    request = slurm.plan(spec(driver={"command": command}, env=env))
+    probe = 'printf "%s\\0" "${NRL_DRIVER[@]}"; job_env\n' + "".join(
+        f'printf "%s\\0" "${name}"\n' for name in env
+    )
+    assert bash_values(request.script, probe) == [*command, *env.values()]
