@@ -39,10 +39,14 @@ def test_render_matches_golden(cli: Cli, job: Path) -> None:
         golden.write_text(result.out, encoding="utf-8")
     expected = golden.read_text(encoding="utf-8") if golden.exists() else ""
     if result.out != expected:
-        diff = "".join(difflib.unified_diff(
-            expected.splitlines(keepends=True), result.out.splitlines(keepends=True),
-            str(golden), "rendered",
-        ))
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                result.out.splitlines(keepends=True),
+                str(golden),
+                "rendered",
+            )
+        )
         pytest.fail(
             f"{job.name} renders differently from {golden.name}:\n{diff}\n"
             "If the change is intended: NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest "

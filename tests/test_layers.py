@@ -1,6 +1,6 @@
 """Layering: one test per adjacent pair of layers, profile discovery, and `config show`.
 
-    defaults < profile < job file < ray.sub env vars < CLI flags < --set
+defaults < profile < job file < ray.sub env vars < CLI flags < --set
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def test_job_file_over_profile(cli: Cli, tmp_path: Path) -> None:
     assert shown["spec"]["slurm"]["account"] == "acct"  # the rest of the profile stays
 
 
-def test_ray_sub_env_over_job_file(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_sub_env_over_job_file(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = write(tmp_path / "j.yaml", "slurm: {gpus_per_node: 8}\nray: {ports: {gcs: 6379}}\n")
     monkeypatch.setenv("GPUS_PER_NODE", "4")
     monkeypatch.setenv("PORT", "54514")
@@ -95,15 +97,23 @@ def test_env_flags_add_to_env_from_files(cli: Cli, tmp_path: Path) -> None:
     assert shown["sources"]["env.B"] == "--env"
 
 
-def test_profile_flag_over_profile_env_var(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n")))
+def test_profile_flag_over_profile_env_var(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n"))
+    )
     flag = write(tmp_path / "flag.yaml", "slurm: {nodes: 3}\n")
     assert show(cli, "--profile", str(flag))["spec"]["slurm"]["nodes"] == 3
 
 
-def test_profile_env_var_over_cwd_profile(cli: Cli, tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profile_env_var_over_cwd_profile(
+    cli: Cli, tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(isolated / "nrl-launch.yaml", "slurm: {nodes: 4}\n")
-    monkeypatch.setenv("NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n")))
+    monkeypatch.setenv(
+        "NRL_LAUNCH_PROFILE", str(write(tmp_path / "env.yaml", "slurm: {nodes: 2}\n"))
+    )
     assert show(cli)["spec"]["slurm"]["nodes"] == 2
 
 

@@ -65,8 +65,13 @@ def submit_argv(script: str) -> list[str]:
     """The argv that bash passes to sbatch when the header's submit command is pasted."""
     line = next(x for x in script.splitlines() if x.startswith("# Submit with: "))
     result = subprocess.run(
-        ["bash", "-c", "sbatch() { printf '%s\\0' \"$@\"; }\n" + line.removeprefix("# Submit with: ")],
-        capture_output=True, check=True,
+        [
+            "bash",
+            "-c",
+            "sbatch() { printf '%s\\0' \"$@\"; }\n" + line.removeprefix("# Submit with: "),
+        ],
+        capture_output=True,
+        check=True,
     )
     return ["sbatch", *result.stdout.decode().split("\0")[:-1]]
 
@@ -133,7 +138,9 @@ def test_container_mounts_image_and_workdir_arrive_unchanged(value: str) -> None
             }
         )
     )
-    args = bash_values(request.script, 'set_container_args ray-head; printf "%s\\0" "${container_args[@]}"')
+    args = bash_values(
+        request.script, 'set_container_args ray-head; printf "%s\\0" "${container_args[@]}"'
+    )
     assert args == [
         f"--container-image={value}.sqsh",
         f"--container-mounts={value}:{value}:ro,{value}:{value},/logs/1-logs:/logs/1-logs",
@@ -143,9 +150,7 @@ def test_container_mounts_image_and_workdir_arrive_unchanged(value: str) -> None
     ]
 
 
-@pytest.mark.parametrize(
-    "value", [v for v in HOSTILE if v and not any(c in v for c in "\n\t\r\\")]
-)
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v and not any(c in v for c in "\n\t\r\\")])
 def test_job_name_and_log_dir_reach_sbatch_unchanged(value: str) -> None:
     request = slurm.plan(spec(slurm={"job_name": value}, logs={"base_dir": "/l/" + value}))
     argv = submit_argv(request.script)
@@ -160,11 +165,22 @@ def test_spec_json_in_the_script_is_the_spec() -> None:
     assert json.loads(text) == job.model_dump(mode="json")
 
 
-def test_hostile_values_through_the_cli(cli: Cli, tmp_path: Path) -> None:
+def test_hostile_values_through_the_cli(cli: Cli) -> None:
     """The same values typed on a command line: flags, --env, --mount and the driver argv."""
     mount = HOSTILE_PATHS[4]
-    args = ["render", "--json", "--job-name", "a 'b' \"c\" $(d)", "--env", "X=" + HOSTILE[8],
-            "--mount", f"{mount}:{mount}", "--container", "img", "--"]
+    args = [
+        "render",
+        "--json",
+        "--job-name",
+        "a 'b' \"c\" $(d)",
+        "--env",
+        "X=" + HOSTILE[8],
+        "--mount",
+        f"{mount}:{mount}",
+        "--container",
+        "img",
+        "--",
+    ]
     result = cli(*args, *HOSTILE[1:])
     assert result.code == 0, result.err
     request = json.loads(result.out)
@@ -187,22 +203,31 @@ def test_render_to_weird_path(cli: Cli, tmp_path: Path, dirname: str) -> None:
     assert target.stat().st_mode & 0o777 == 0o755
     assert submit_argv(target.read_text())[-1] == str(target)
     # stdout is the submit command line, which bash reads back as the same argv
-    echoed = subprocess.run(
-        ["bash", "-c", "sbatch() { printf '%s\\0' \"$@\"; }\n" + result.out],
-        capture_output=True, check=True,
-    ).stdout.decode().split("\0")[:-1]
+    echoed = (
+        subprocess.run(
+            ["bash", "-c", "sbatch() { printf '%s\\0' \"$@\"; }\n" + result.out],
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")[:-1]
+    )
     assert echoed[-1] == str(target)
 
 
 # Any text a YAML file or a command line can carry: everything but NUL (and lone surrogates,
 # which are not text).
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     command=st.lists(_text, min_size=1, max_size=6).filter(lambda c: bool(c[0])),
-    env=st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True), _text, max_size=4),
+    env=st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True), _text, max_size=4
+    ),
 )
 def test_generated_values_arrive_unchanged(command: list[str], env: dict[str, str]) -> None:
     request = slurm.plan(spec(driver={"command": command}, env=env))

@@ -27,11 +27,11 @@ from nrl_launch.spec import LaunchSpec
 
 __all__ = [
     "RAY_SUB_ENV",
-    "load",
     "Resolved",
     "Setting",
     "find_profile",
     "flatten",
+    "load",
     "parse_set",
     "resolve",
 ]
@@ -95,7 +95,9 @@ _YamlLoader.add_implicit_resolver(
 )
 _YamlLoader.add_implicit_resolver(
     _FLOAT,
-    re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
     list("-+0123456789."),
 )
 
@@ -112,7 +114,7 @@ def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError([f"{what} {path}: cannot be read ({reason})"]) from None
     try:
-        data = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_YamlLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -121,7 +123,9 @@ def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{what} {path}: must be a mapping of keys, got a {type(data).__name__}"])
+        raise ConfigError(
+            [f"{what} {path}: must be a mapping of keys, got a {type(data).__name__}"]
+        )
     return data
 
 
@@ -183,9 +187,11 @@ def parse_set(items: Sequence[str]) -> list[Setting]:
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not _KEY.fullmatch(key):
-            raise ConfigError([f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set slurm.nodes=4"])
+            raise ConfigError(
+                [f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set slurm.nodes=4"]
+            )
         try:
-            value = yaml.load(raw, Loader=_YamlLoader) if raw.strip() else raw  # noqa: S506
+            value = yaml.load(raw, Loader=_YamlLoader) if raw.strip() else raw
         except yaml.YAMLError:
             value = raw  # not YAML: take the text as it is
         settings.append(Setting(key, value, f"--set {key}"))

@@ -5,7 +5,6 @@ rich is imported only where a table is drawn, so plain commands start fast.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,6 +21,8 @@ def emit_text(text: str) -> None:
 
 
 def emit_json(command: str, data: Mapping[str, Any], *, ok: bool = True) -> None:
+    import json
+
     envelope = {"nrl_launch_json": JSON_VERSION, "command": command, "ok": ok, **data}
     emit_text(json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=False))
 

@@ -27,4 +27,3 @@ def templates_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2] / "templates"
-

@@ -42,8 +42,7 @@ def quote(value: str | int | ShellWord) -> ShellWord:
     if not _CONTROL.search(text):
         return ShellWord(shlex.quote(text))
     escaped = "".join(
-        _NAMED_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if _CONTROL.match(ch) else ch)
-        for ch in text
+        _NAMED_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if _CONTROL.match(ch) else ch) for ch in text
     )
     return ShellWord(f"$'{escaped}'")
 

@@ -136,7 +136,9 @@ def _check_path_part(path: str, what: str) -> None:
         raise ValueError(f"{what} {path!r} must be an absolute path")
     for bad in (",", ":"):
         if bad in path:
-            raise ValueError(f"{what} {path!r} must not contain {bad!r} (pyxis separates mounts with it)")
+            raise ValueError(
+                f"{what} {path!r} must not contain {bad!r} (pyxis separates mounts with it)"
+            )
 
 
 class Mount(_Spec):
@@ -155,15 +157,19 @@ class Mount(_Spec):
         if len(parts) == 1:
             return {"src": parts[0], "dst": parts[0]}
         if len(parts) in (2, 3) and all(parts):
-            return dict(zip(("src", "dst", "flags"), parts))
-        raise ValueError(f"{data!r} is not SRC:DST[:FLAGS] with absolute paths (e.g. /data:/data:ro)")
+            return dict(zip(("src", "dst", "flags"), parts, strict=False))
+        raise ValueError(
+            f"{data!r} is not SRC:DST[:FLAGS] with absolute paths (e.g. /data:/data:ro)"
+        )
 
     @model_validator(mode="after")
     def _check(self) -> Mount:
         _check_path_part(self.src, "source")
         _check_path_part(self.dst, "destination")
         if self.flags is not None and not _MOUNT_FLAGS.fullmatch(self.flags):
-            raise ValueError(f"flags {self.flags!r} must be pyxis mount flags such as ro, rw or ro+rprivate")
+            raise ValueError(
+                f"flags {self.flags!r} must be pyxis mount flags such as ro, rw or ro+rprivate"
+            )
         return self
 
     def __str__(self) -> str:
@@ -211,7 +217,9 @@ class ContainerSpec(_Spec):
                 "(a registry reference or a .sqsh path), or --container-runtime none"
             )
         if self.runtime == "none" and self.image:
-            raise ValueError("container.image is set but container.runtime is none: use pyxis or drop the image")
+            raise ValueError(
+                "container.image is set but container.runtime is none: use pyxis or drop the image"
+            )
         if self.workdir is not None:
             _check_path_part(self.workdir, "workdir")
         return self
@@ -234,11 +242,15 @@ class RayPorts(_Spec):
 
     @model_validator(mode="after")
     def _distinct(self) -> RayPorts:
-        single = {k: v for k, v in self.model_dump().items() if k not in ("worker_min", "worker_max")}
+        single = {
+            k: v for k, v in self.model_dump().items() if k not in ("worker_min", "worker_max")
+        }
         seen: dict[int, str] = {}
         for name, port in single.items():
             if port in seen:
-                raise ValueError(f"{seen[port]} and {name} are both {port}; every Ray port must differ")
+                raise ValueError(
+                    f"{seen[port]} and {name} are both {port}; every Ray port must differ"
+                )
             seen[port] = name
             if self.worker_min <= port <= self.worker_max:
                 raise ValueError(
@@ -271,7 +283,9 @@ class LogsSpec(_Spec):
     @classmethod
     def _no_patterns(cls, value: str) -> str:
         if "%" in value or "\\" in value:
-            raise ValueError("must not contain '%' or '\\' (sbatch reads them as filename patterns)")
+            raise ValueError(
+                "must not contain '%' or '\\' (sbatch reads them as filename patterns)"
+            )
         return value
 
 
@@ -320,7 +334,8 @@ class LaunchSpec(_Spec):
     def _check(self) -> LaunchSpec:
         if self.interactive and self.driver.command is not None:
             raise ValueError(
-                "driver.command is set but the job is interactive: drop --interactive, or the command"
+                "driver.command is set but the job is interactive: "
+                "drop --interactive, or the command"
             )
         if not self.interactive and self.driver.command is None:
             raise ValueError(
@@ -336,5 +351,7 @@ class LaunchSpec(_Spec):
                 f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
             )
         for name in sorted(set(self.env) & set(self.secrets)):
-            raise ValueError(f"env.{name}: {name} is listed in secrets; a secret is passed by name only")
+            raise ValueError(
+                f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
+            )
         return self

@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except Exception as exc:
         if debug:
             raise
-        output.error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")
+        output.error(
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
+        )
         code = ExitCode.INTERNAL
     sys.exit(int(code))
 

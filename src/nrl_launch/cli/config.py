@@ -31,8 +31,13 @@ def show(
         output.emit_json("config show", {"spec": spec, "sources": resolved.sources})
     elif sources:
         rows = [
-            [key, yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip().removesuffix("\n..."),
-             resolved.sources[key]]
+            [
+                key,
+                yaml.safe_dump(value, default_flow_style=True, width=1 << 20)
+                .strip()
+                .removesuffix("\n..."),
+                resolved.sources[key],
+            ]
             for key, value in flatten(spec)
         ]
         output.table(["KEY", "VALUE", "SOURCE"], rows)

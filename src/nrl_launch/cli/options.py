@@ -69,46 +69,139 @@ class _Option:
         if not self.names:
             return typer.Argument(help=self.help, metavar=self.metavar, show_default=False)
         return typer.Option(
-            *self.names, help=self.help, rich_help_panel=self.panel, show_default=False,
+            *self.names,
+            help=self.help,
+            rich_help_panel=self.panel,
+            show_default=False,
             metavar=self.metavar,
         )
 
 
 _OPTIONS = [
-    _Option("profile", Path | None, ("--profile",), "Profile YAML (default: $NRL_LAUNCH_PROFILE, "
-            "./nrl-launch.yaml, then ~/.config/nrl-launch/profile.yaml).", _JOB, metavar="FILE"),
-    _Option("job", Path | None, ("-f", "--job"), "Job spec YAML, layered over the profile.", _JOB,
-            metavar="FILE"),
-    _Option("set_", list[str] | None, ("--set",), "Set any spec key, last and highest: "
-            "--set slurm.nodes=4 (repeatable).", _JOB, metavar="KEY=VALUE"),
+    _Option(
+        "profile",
+        Path | None,
+        ("--profile",),
+        "Profile YAML (default: $NRL_LAUNCH_PROFILE, "
+        "./nrl-launch.yaml, then ~/.config/nrl-launch/profile.yaml).",
+        _JOB,
+        metavar="FILE",
+    ),
+    _Option(
+        "job",
+        Path | None,
+        ("-f", "--job"),
+        "Job spec YAML, layered over the profile.",
+        _JOB,
+        metavar="FILE",
+    ),
+    _Option(
+        "set_",
+        list[str] | None,
+        ("--set",),
+        "Set any spec key, last and highest: --set slurm.nodes=4 (repeatable).",
+        _JOB,
+        metavar="KEY=VALUE",
+    ),
     _Option("nodes", int | None, ("--nodes",), "Nodes to allocate.", _SLURM, "slurm.nodes", "N"),
-    _Option("gpus_per_node", int | None, ("--gpus-per-node",), "GPUs per node.", _SLURM,
-            "slurm.gpus_per_node", "N"),
-    _Option("time", str | None, ("--time",), "Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
-            "D-HH:MM:SS.", _SLURM, "slurm.time", "TIME"),
-    _Option("account", str | None, ("--account",), "Slurm account.", _SLURM, "slurm.account",
-            "NAME"),
-    _Option("partition", str | None, ("--partition",), "Slurm partition.", _SLURM,
-            "slurm.partition", "NAME"),
-    _Option("job_name", str | None, ("--job-name",), "Slurm job name.", _SLURM, "slurm.job_name",
-            "NAME"),
-    _Option("container", str | None, ("--container",), "Container image: a registry reference "
-            "or a .sqsh path (implies pyxis).", _RUN, "container.image", "IMAGE"),
-    _Option("container_runtime", str | None, ("--container-runtime",), "pyxis or none.", _RUN,
-            "container.runtime", "RUNTIME"),
-    _Option("mount", list[str] | None, ("--mount",), "Bind mount SRC:DST[:FLAGS] (repeatable; "
-            "replaces container.mounts).", _RUN, "container.mounts", "SRC:DST"),
-    _Option("env", list[str] | None, ("--env",), "Environment variable for every node "
-            "(repeatable).", _RUN, metavar="NAME=VALUE"),
-    _Option("secret", list[str] | None, ("--secret",), "Pass this variable from your environment "
-            "by name, never by value (repeatable).", _RUN, "secrets", "NAME"),
-    _Option("log_dir", str | None, ("--log-dir",), "Base dir of <JOBID>-logs/ (relative: to the "
-            "submit dir).", _RUN, "logs.base_dir", "DIR"),
-    _Option("interactive", bool, ("--interactive",), "No driver: keep the cluster up for attach.",
-            _RUN),
+    _Option(
+        "gpus_per_node",
+        int | None,
+        ("--gpus-per-node",),
+        "GPUs per node.",
+        _SLURM,
+        "slurm.gpus_per_node",
+        "N",
+    ),
+    _Option(
+        "time",
+        str | None,
+        ("--time",),
+        "Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.",
+        _SLURM,
+        "slurm.time",
+        "TIME",
+    ),
+    _Option(
+        "account", str | None, ("--account",), "Slurm account.", _SLURM, "slurm.account", "NAME"
+    ),
+    _Option(
+        "partition",
+        str | None,
+        ("--partition",),
+        "Slurm partition.",
+        _SLURM,
+        "slurm.partition",
+        "NAME",
+    ),
+    _Option(
+        "job_name", str | None, ("--job-name",), "Slurm job name.", _SLURM, "slurm.job_name", "NAME"
+    ),
+    _Option(
+        "container",
+        str | None,
+        ("--container",),
+        "Container image: a registry reference or a .sqsh path (implies pyxis).",
+        _RUN,
+        "container.image",
+        "IMAGE",
+    ),
+    _Option(
+        "container_runtime",
+        str | None,
+        ("--container-runtime",),
+        "pyxis or none.",
+        _RUN,
+        "container.runtime",
+        "RUNTIME",
+    ),
+    _Option(
+        "mount",
+        list[str] | None,
+        ("--mount",),
+        "Bind mount SRC:DST[:FLAGS] (repeatable; replaces container.mounts).",
+        _RUN,
+        "container.mounts",
+        "SRC:DST",
+    ),
+    _Option(
+        "env",
+        list[str] | None,
+        ("--env",),
+        "Environment variable for every node (repeatable).",
+        _RUN,
+        metavar="NAME=VALUE",
+    ),
+    _Option(
+        "secret",
+        list[str] | None,
+        ("--secret",),
+        "Pass this variable from your environment by name, never by value (repeatable).",
+        _RUN,
+        "secrets",
+        "NAME",
+    ),
+    _Option(
+        "log_dir",
+        str | None,
+        ("--log-dir",),
+        "Base dir of <JOBID>-logs/ (relative: to the submit dir).",
+        _RUN,
+        "logs.base_dir",
+        "DIR",
+    ),
+    _Option(
+        "interactive", bool, ("--interactive",), "No driver: keep the cluster up for attach.", _RUN
+    ),
     _Option("json", bool, ("--json",), "Print a versioned JSON object instead of text.", "Output"),
-    _Option("command", list[str] | None, (), "The driver, after --: -- uv run "
-            "examples/run_grpo.py --config c.yaml", _RUN, metavar="CMD"),
+    _Option(
+        "command",
+        list[str] | None,
+        (),
+        "The driver, after --: -- uv run examples/run_grpo.py --config c.yaml",
+        _RUN,
+        metavar="CMD",
+    ),
 ]
 
 
@@ -172,4 +265,3 @@ def job_options(func: F) -> F:
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     del wrapper.__wrapped__  # typer must read the new signature, not func's
     return wrapper  # type: ignore[return-value]
-

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +17,9 @@ def render(
     flags: JobFlags,
     out: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Write the script to FILE (mode 0755).", metavar="FILE"),
+        typer.Option(
+            "-o", "--output", help="Write the script to FILE (mode 0755).", metavar="FILE"
+        ),
     ] = None,
 ) -> None:
     """Print the sbatch command and the whole job script; nothing is submitted or written.
@@ -35,8 +35,11 @@ def render(
     if flags.json:
         output.emit_json(
             "render",
-            {"argv": list(request.argv), "script": request.script,
-             "script_path": str(out) if out else None},
+            {
+                "argv": list(request.argv),
+                "script": request.script,
+                "script_path": str(out) if out else None,
+            },
         )
     elif out is not None:
         output.emit_text(request.command_line)
@@ -46,6 +49,9 @@ def render(
 
 def _write_script(path: Path, text: str) -> None:
     """Write atomically: a reader (or a failed write) never sees half a script."""
+    import os
+    import tempfile
+
     directory = path.parent
     if not directory.is_dir():
         raise UsageError(f"-o {path}: directory {directory} does not exist")
@@ -54,8 +60,8 @@ def _write_script(path: Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
+        Path(tmp).chmod(0o755)
+        Path(tmp).replace(path)
     except OSError as exc:
         if tmp:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,85 @@
+"""How fast the CLI starts, measured as a user feels it: a fresh process each run.
+
+Times `python -c pass` (the floor), `nrl-launch --help` and `nrl-launch render` of a 2-node
+job, and reports whether `ray` (or any heavy module) was imported on those paths.
+
+    python benchmarks/cli_speed.py [--runs 15]
+
+Targets on the project's 2-core machine: --help <= 150 ms, render <= 250 ms (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = REPO / "examples" / "grpo-2node.yaml"
+CLI = [sys.executable, "-m", "nrl_launch"]
+CASES = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "nrl-launch --help": [*CLI, "--help"],
+    "nrl-launch render (2 nodes)": [*CLI, "render", "-f", str(JOB)],
+}
+TARGETS_MS = {"nrl-launch --help": 150, "nrl-launch render (2 nodes)": 250}
+HEAVY = ("ray", "torch", "numpy", "pandas")
+
+
+def time_runs(argv: list[str], runs: int) -> list[float]:
+    subprocess.run(argv, capture_output=True, check=True)  # warm the page cache and .pyc files
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def imported_modules(argv: list[str]) -> set[str]:
+    """Every module a run imports, from `python -X importtime`."""
+    run = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True
+    )
+    names = set()
+    for line in run.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    print(
+        f"# CLI start-up, {args.runs} runs each ({platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()})\n"
+    )
+    print("| command | median ms | min ms | max ms | target | heavy imports |")
+    print("|---|---|---|---|---|---|")
+    ok = True
+    for name, argv in CASES.items():
+        times = time_runs(argv, args.runs)
+        median = statistics.median(times)
+        target = TARGETS_MS.get(name)
+        heavy = sorted(m for m in imported_modules(argv) if m.split(".")[0] in HEAVY)
+        verdict = (
+            "" if target is None else f"<= {target} ({'met' if median <= target else 'MISSED'})"
+        )
+        ok &= target is None or median <= target
+        print(
+            f"| `{name}` | {median:.0f} | {min(times):.0f} | {max(times):.0f} | {verdict} | "
+            f"{', '.join(heavy) or 'none'} |"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
