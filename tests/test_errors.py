@@ -74,6 +74,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ),
     ("mount-comma", ["--mount", "/a,b:/c", *CMD], "must not contain ','"),
     ("env-name", ["--env", "1BAD=x", *CMD], "'1BAD' is not an environment variable name"),
+    (
+        "env-bash-name",
+        ["--env", "IFS=,", *CMD],
+        "env.IFS: 'IFS' cannot be set: IFS is set by bash itself",
+    ),
+    (
+        "env-slurm-name",
+        ["--env", "SLURM_JOB_ID=1", *CMD],
+        "'SLURM_JOB_ID' cannot be set: SLURM_JOB_ID is set by Slurm",
+    ),
+    (
+        "env-script-name",
+        ["--set", "env.NRL_LOG_DIR=/x", *CMD],
+        "the NRL_ prefix belongs to the job script",
+    ),
     ("env-no-equals", ["--env", "NOVALUE", *CMD], "--env 'NOVALUE': expected NAME=VALUE"),
     (
         "env-bool",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nrl_launch.backends import slurm
 from nrl_launch.shell import quote
-from nrl_launch.spec import LaunchSpec
+from nrl_launch.spec import LaunchSpec, reserved_env_name
 from tests.conftest import Cli
 
 HOSTILE = [
@@ -139,7 +139,7 @@ def test_container_mounts_image_and_workdir_arrive_unchanged(value: str) -> None
         )
     )
     args = bash_values(
-        request.script, 'set_container_args ray-head; printf "%s\\0" "${container_args[@]}"'
+        request.script, 'set_container_args ray-head; printf "%s\\0" "${NRL_CONTAINER_ARGS[@]}"'
     )
     assert args == [
         f"--container-image={value}.sqsh",
@@ -226,7 +226,11 @@ _text = st.text(
 @given(
     command=st.lists(_text, min_size=1, max_size=6).filter(lambda c: bool(c[0])),
     env=st.dictionaries(
-        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True), _text, max_size=4
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+            lambda name: reserved_env_name(name) is None
+        ),
+        _text,
+        max_size=4,
     ),
 )
 def test_generated_values_arrive_unchanged(command: list[str], env: dict[str, str]) -> None:

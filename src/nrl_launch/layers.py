@@ -260,7 +260,8 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
     """One line per problem: the key, the value given, its source and what is accepted."""
     lines = []
     for err in exc.errors():
-        loc = [str(part) for part in err["loc"] if not isinstance(part, int)]
+        # Drop list indexes and the "[key]" marker of a bad dict key: the path names the key.
+        loc = [str(p) for p in err["loc"] if not isinstance(p, int) and p != "[key]"]
         key = ".".join(loc)
         source = _source_of(key, merged)
         origin = f" (from {source})" if source else ""

@@ -31,6 +31,7 @@ __all__ = [
     "RaySpec",
     "RayTimeouts",
     "SlurmSpec",
+    "reserved_env_name",
     "slurm_time_minutes",
 ]
 
@@ -88,12 +89,54 @@ NonEmpty = Annotated[str, AfterValidator(_nonempty)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+# Names bash sets itself (or refuses to set), and prefixes owned by bash, Slurm and the job
+# script: a job env value under one of them would be lost or would break the script.
+_BASH_NAMES = frozenset(
+    [
+        "_",
+        "IFS",
+        "PPID",
+        "UID",
+        "EUID",
+        "GROUPS",
+        "RANDOM",
+        "SRANDOM",
+        "SECONDS",
+        "LINENO",
+        "FUNCNAME",
+        "HISTCMD",
+        "OPTIND",
+        "OPTARG",
+        "SHELLOPTS",
+        "EPOCHSECONDS",
+        "EPOCHREALTIME",
+        "PWD",
+        "OLDPWD",
+        "HOSTNAME",
+    ]
+)
+
+
+def reserved_env_name(name: str) -> str | None:
+    """Why `name` cannot be set in a job's environment, or None if it can."""
+    if name in _BASH_NAMES or name.startswith("BASH"):
+        return f"{name} is set by bash itself"
+    if name.startswith(("SLURM_", "SLURMD_")):
+        return f"{name} is set by Slurm for each job"
+    if name.startswith("NRL_"):
+        return "the NRL_ prefix belongs to the job script"
+    return None
+
+
 def _env_name(value: str) -> str:
     if not _ENV_NAME.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an environment variable name (letters, digits and _, "
             "not starting with a digit)"
         )
+    reason = reserved_env_name(value)
+    if reason:
+        raise ValueError(f"{value!r} cannot be set: {reason}")
     return value
 
 
