@@ -20,7 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "examples" / "grpo-2node.yaml"
-CLI = [sys.executable, "-m", "nrl_launch"]
+# The console script users run; `python -m nrl_launch` where it is not installed.
+_SCRIPT = Path(sys.executable).with_name("nrl-launch")
+CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "nrl_launch"]
 CASES = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "nrl-launch --help": [*CLI, "--help"],
@@ -28,6 +30,15 @@ CASES = {
 }
 TARGETS_MS = {"nrl-launch --help": 150, "nrl-launch render (2 nodes)": 250}
 HEAVY = ("ray", "torch", "numpy", "pandas")
+# What the render path cannot avoid: the cost of importing each library in a fresh process.
+IMPORTS = {
+    "typer": "import typer",
+    "pydantic (BaseModel)": "from pydantic import BaseModel",
+    "jinja2": "import jinja2",
+    "yaml": "import yaml",
+    "nrl_launch.spec (pydantic + the spec's models)": "import nrl_launch.spec",
+    "all of the render path": "import nrl_launch.cli, nrl_launch.layers, nrl_launch.backends.slurm",
+}
 
 
 def time_runs(argv: list[str], runs: int) -> list[float]:
@@ -40,8 +51,14 @@ def time_runs(argv: list[str], runs: int) -> list[float]:
     return times
 
 
+def python_argv(argv: list[str]) -> list[str]:
+    """`argv` run under the interpreter explicitly, so that -X options can be added."""
+    return [sys.executable, "-m", "nrl_launch", *argv[1:]] if argv[0] == str(_SCRIPT) else argv
+
+
 def imported_modules(argv: list[str]) -> set[str]:
     """Every module a run imports, from `python -X importtime`."""
+    argv = python_argv(argv)
     run = subprocess.run(
         [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True
     )
@@ -78,6 +95,15 @@ def main() -> int:
             f"| `{name}` | {median:.0f} | {min(times):.0f} | {max(times):.0f} | {verdict} | "
             f"{', '.join(heavy) or 'none'} |"
         )
+    floor = statistics.median(time_runs(CASES["python -c pass"], args.runs))
+    print(
+        f"\n# Import cost in a fresh process (median ms above `python -c pass` = {floor:.0f} ms)\n"
+    )
+    print("| import | ms |")
+    print("|---|---|")
+    for name, statement in IMPORTS.items():
+        median = statistics.median(time_runs([sys.executable, "-c", statement], args.runs))
+        print(f"| {name} | {median - floor:.0f} |")
     return 0 if ok else 1
 
 

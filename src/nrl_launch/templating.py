@@ -24,6 +24,16 @@ def _only_quoted(value: Any) -> Any:
     raise jinja2.TemplateError(f"unquoted value {value!r}: pass it through the q filter")
 
 
+def _quote_filter(value: Any) -> ShellWord:
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError, naming the missing variable
+    return quote(value)
+
+
+def _join_filter(values: Any) -> ShellWord:
+    return join(_quote_filter(v) for v in values)
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -35,8 +45,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["q"] = quote
-    env.filters["qjoin"] = join
+    env.filters["q"] = _quote_filter
+    env.filters["qjoin"] = _join_filter
     return env
 
 
