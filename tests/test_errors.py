@@ -148,6 +148,11 @@ CASES: list[tuple[str, list[str], str]] = [
         "logs.base_dir: must not contain '%' or '\\'",
     ),
     (
+        "log-dir-pyxis-colon",
+        ["--container", "img", "--log-dir", "/a:b", *CMD],
+        "logs.base_dir: '/a:b' holds ',' or ':', which pyxis cannot mount",
+    ),
+    (
         "cache-relative",
         ["--set", "caches.hf_home=.cache", *CMD],
         "hf_home '.cache' must be an absolute path",
@@ -250,6 +255,12 @@ def test_output_dir_missing(cli: Cli, tmp_path: Path) -> None:
     assert result.code == 2
     assert "does not exist" in result.err
     assert "Traceback" not in result.err
+
+
+def test_debug_after_the_driver_is_the_driver_s(cli: Cli) -> None:
+    result = cli("render", "--nodes", "0", "--", "python", "train.py", "--debug")
+    assert result.code == 2
+    assert result.err.startswith("nrl-launch: error: slurm.nodes")
 
 
 def test_debug_shows_the_traceback(cli: Cli) -> None:

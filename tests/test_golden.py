@@ -96,3 +96,4 @@ def test_sbatch_flags_are_sorted_and_complete(cli: Cli) -> None:
     assert "--job-name=nemotron-nano-30b" in flags
     assert "--time=8:00:00" in flags
     assert "--exclusive" in flags
+    assert "--export=ALL" in flags  # secrets travel by name in the exported environment

@@ -147,3 +147,10 @@ def test_config_show_yaml(cli: Cli) -> None:
 
     result = cli("config", "show", "--interactive", "--nodes", "3")
     assert yaml.safe_load(result.out)["slurm"]["nodes"] == 3
+
+
+def test_container_flag_implies_pyxis_over_a_profile(cli: Cli, tmp_path: Path) -> None:
+    profile = write(tmp_path / "p.yaml", "container: {runtime: none}\n")
+    shown = show(cli, "--profile", str(profile), "--container", "/images/rl.sqsh")
+    assert shown["spec"]["container"]["runtime"] == "pyxis"
+    assert shown["sources"]["container.runtime"] == "--container"

@@ -393,6 +393,11 @@ class LaunchSpec(_Spec):
                 f"ray.ports.worker_min..worker_max: {ports.worker_min}-{ports.worker_max} holds "
                 f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
             )
+        if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
+            raise ValueError(
+                f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
+                "mount into the container; choose another directory"
+            )
         for name in sorted(set(self.env) & set(self.secrets)):
             raise ValueError(
                 f"env.{name}: {name} is listed in secrets; a secret is passed by name only"

@@ -48,6 +48,9 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         f"--nodes={s.nodes}",
         "--ntasks-per-node=1",
         f"--time={s.time}",
+        # Secrets travel by name, in the environment sbatch exports: never leave it to a
+        # site default such as SBATCH_EXPORT=NONE.
+        "--export=ALL",
         # The log dir is made by the job itself, so sbatch's own output goes next to it.
         f"--output={spec.logs.base_dir}/slurm-%j.out",
     ]

@@ -53,7 +53,8 @@ def _root(
 def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI and exit with the code the error tree (errors.py) assigns."""
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args or os.environ.get("NRL_LAUNCH_DEBUG", "") not in ("", "0")
+    root_options = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
+    debug = "--debug" in root_options or os.environ.get("NRL_LAUNCH_DEBUG", "") not in ("", "0")
     try:
         result = typer.main.get_command(app).main(
             args, prog_name="nrl-launch", standalone_mode=False

@@ -216,6 +216,8 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
         value = kwargs[option.param]
         if option.key is not None and value not in (None, []):
             put(option.key, value, option.names[-1])
+    if kwargs["container"] and not kwargs["container_runtime"]:
+        put("container.runtime", "pyxis", "--container")  # an image means a container
     for item in kwargs["env"] or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
