@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ConfigError", "ExitCode", "NrlLaunchError", "UsageError"]
+__all__ = [
+    "ConfigError",
+    "ExitCode",
+    "JobNotFoundError",
+    "NrlLaunchError",
+    "SchedulerError",
+    "StateError",
+    "UsageError",
+]
 
 
 @enum.unique
@@ -18,6 +26,8 @@ class ExitCode(enum.IntEnum):
     OK = 0
     INTERNAL = 1  # a bug in nrl-launch; rerun with --debug and report it
     BAD_INPUT = 2  # a flag, a file or a value in the job spec is wrong; nothing was written
+    SCHEDULER = 3  # sbatch, squeue, scancel... failed or could not be run; their stderr is shown
+    NOT_FOUND = 4  # no record of that job id
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -49,3 +59,26 @@ class ConfigError(NrlLaunchError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class SchedulerError(NrlLaunchError):
+    """A scheduler command failed; the message carries the command and its stderr."""
+
+    exit_code = ExitCode.SCHEDULER
+
+    @classmethod
+    def from_process(cls, argv: list[str], returncode: int, stderr: str) -> SchedulerError:
+        detail = " ".join(stderr.split()) or "no error output"
+        return cls(f"{argv[0]} failed (exit {returncode}): {detail}")
+
+
+class JobNotFoundError(NrlLaunchError):
+    """No job record for the id given."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
+class StateError(NrlLaunchError):
+    """nrl-launch's own state (job records) cannot be read or written."""
+
+    exit_code = ExitCode.INTERNAL

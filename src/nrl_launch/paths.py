@@ -5,16 +5,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["PROFILE_ENV", "PROFILE_NAME", "templates_dir", "user_profile"]
+__all__ = ["PROFILE_ENV", "PROFILE_NAME", "STATE_ENV", "state_dir", "templates_dir", "user_profile"]
 
 PROFILE_ENV = "NRL_LAUNCH_PROFILE"
 PROFILE_NAME = "nrl-launch.yaml"
+STATE_ENV = "NRL_LAUNCH_STATE_DIR"
 
 
 def user_profile(environ: Mapping[str, str]) -> Path:
     """The profile in the user's config dir (XDG), used when no other profile is found."""
     base = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
     return Path(base).expanduser() / "nrl-launch" / "profile.yaml"
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """Where job records and submitted scripts live: $NRL_LAUNCH_STATE_DIR, else XDG's state dir."""
+    if environ.get(STATE_ENV):
+        return Path(environ[STATE_ENV])
+    base = environ.get("XDG_STATE_HOME") or str(Path(environ.get("HOME", "~")) / ".local" / "state")
+    return Path(base).expanduser() / "nrl-launch"
 
 
 def templates_dir() -> Path:

@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from nrl_launch import __version__, output
-from nrl_launch.cli import config, render
+from nrl_launch.cli import cancel, config, list_jobs, logs, render, status, submit
 from nrl_launch.errors import ExitCode, NrlLaunchError
 
 __all__ = ["app", "main"]
@@ -27,6 +27,11 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.command("submit")(submit.submit)
+app.command("status")(status.status)
+app.command("logs")(logs.logs)
+app.command("cancel")(cancel.cancel)
+app.command("list")(list_jobs.list_jobs)
 app.command("render")(render.render)
 app.add_typer(config.app, name="config")
 

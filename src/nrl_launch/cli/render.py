@@ -31,7 +31,7 @@ def render(
     spec = flags.resolve().spec
     request = slurm.plan(spec, str(out) if out else slurm.DEFAULT_SCRIPT_NAME)
     if out is not None:
-        _write_script(out, request.script)
+        write_script(out, request.script)
     if flags.json:
         output.emit_json(
             "render",
@@ -47,14 +47,14 @@ def render(
         output.emit_text(request.script)
 
 
-def _write_script(path: Path, text: str) -> None:
+def write_script(path: Path, text: str) -> None:
     """Write atomically: a reader (or a failed write) never sees half a script."""
     import os
     import tempfile
 
     directory = path.parent
     if not directory.is_dir():
-        raise UsageError(f"-o {path}: directory {directory} does not exist")
+        raise UsageError(f"{path}: directory {directory} does not exist")
     tmp = ""
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
@@ -65,4 +65,4 @@ def _write_script(path: Path, text: str) -> None:
     except OSError as exc:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"-o {path}: cannot write ({exc.strerror})") from None
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None

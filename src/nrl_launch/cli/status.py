@@ -1,0 +1,75 @@
+"""`nrl-launch status`: Slurm's state, the Ray bring-up and the driver, as one phase per job."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from nrl_launch import output, paths
+
+if TYPE_CHECKING:
+    from nrl_launch.jobs.record import JobRecord
+    from nrl_launch.jobs.status import JobStatus
+
+
+def status(
+    job_ids: Annotated[
+        list[str], typer.Argument(help="Job ids, as submit printed them.", metavar="JOBID")
+    ],
+    json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Print each change until every job ends.")
+    ] = False,
+) -> int:
+    """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended."""
+    from nrl_launch.jobs import query, record
+
+    state = paths.state_dir(os.environ)
+    records = [record.load(job_id, state) for job_id in job_ids]
+    if watch:
+        return follow(records, quiet=json)
+    found = query.statuses(records)
+    if json:
+        output.emit_json(
+            "status", {"jobs": [dataclasses.asdict(s) | {"phase": s.phase.value} for s in found]}
+        )
+    else:
+        for s in found:
+            output.emit_text(_line(s))
+            for line in s.driver_tail:
+                output.emit_text(f"    | {line}")
+    return 0
+
+
+def _line(s: JobStatus) -> str:
+    return f"{s.job_id}  {s.phase.value:<9}  {s.detail}   (logs: {s.log_dir})"
+
+
+def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
+    """Print each job's phase as it changes until all have ended; the exit code is the first
+    job's: its driver's exit code, 0 when it completed, 1 when it was cancelled or timed out."""
+    from nrl_launch.jobs import query
+
+    last: dict[str, tuple[str, str]] = {}
+    delay = 1.0
+    while True:
+        found = query.statuses(records, tail=0)
+        for s in found:
+            if last.get(s.job_id) != (s.phase.value, s.detail):
+                last[s.job_id] = (s.phase.value, s.detail)
+                if not quiet:
+                    output.emit_text(_line(s))
+        if all(s.phase.terminal for s in found):
+            first = found[0]
+            if first.phase.value == "COMPLETED":
+                return 0
+            if first.phase.value == "FAILED" and first.exit_code:
+                return first.exit_code
+            return 1
+        # Gentle on slurmctld: one squeue per poll for all jobs, polls growing to 5 s apart.
+        time.sleep(delay)
+        delay = min(delay + 1.0, 5.0)

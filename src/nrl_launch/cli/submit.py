@@ -1,0 +1,76 @@
+"""`nrl-launch submit`: render, sbatch --parsable, record the job, print its id."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nrl_launch import output, paths
+from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.errors import SchedulerError, UsageError
+
+
+@job_options
+def submit(
+    flags: JobFlags,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Follow the job to its end; exit with the driver's exit code."),
+    ] = False,
+) -> int:
+    """Submit the job to Slurm and record it; prints the job id."""
+    from nrl_launch import runner
+    from nrl_launch.backends import slurm
+    from nrl_launch.cli.render import write_script
+    from nrl_launch.jobs import record
+
+    spec = flags.resolve().spec
+    state = paths.state_dir(os.environ)
+    cwd = Path.cwd()
+    script = state / "scripts" / f"{time.time_ns()}-{os.getpid()}.sbatch"
+    request = slurm.plan(spec, str(script))
+    base = cwd / spec.logs.base_dir
+    try:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        # sbatch writes its own output next to the job's log dirs: that directory must exist.
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
+    write_script(script, request.script)
+    done = runner.run(list(request.argv))
+    job_id = done.stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
+    rec = record.JobRecord(
+        job_id=job_id,
+        backend="slurm",
+        job_name=spec.slurm.job_name,
+        nodes=spec.slurm.nodes,
+        submitted_at=time.time(),
+        submit_dir=str(cwd),
+        log_dir=str(base.resolve() / f"{job_id}-logs"),
+        script_path=str(script),
+        argv=list(request.argv),
+        spec=spec.model_dump(mode="json"),
+    )
+    record.save(rec, state)
+    if flags.json:
+        output.emit_json("submit", {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv})
+    elif quiet:
+        output.emit_text(job_id)
+    else:
+        output.emit_text(
+            f"Submitted job {job_id} ({spec.slurm.nodes} node(s)); logs in {rec.log_dir}\n"
+            f"  nrl-launch status {job_id}    nrl-launch logs {job_id} -f    "
+            f"nrl-launch cancel {job_id}"
+        )
+    if not wait:
+        return 0
+    from nrl_launch.cli.status import follow
+
+    return follow([rec], quiet=quiet or flags.json)

@@ -1,0 +1,90 @@
+"""Ask Slurm about jobs (through the runner) and join the answers with their log dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from nrl_launch import runner
+from nrl_launch.errors import SchedulerError
+from nrl_launch.jobs.record import JobRecord
+from nrl_launch.jobs.status import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    JobStatus,
+    SchedulerView,
+    find_log_dir,
+    parse_sacct,
+    parse_squeue,
+    phase_of,
+    read_log_dir,
+    slurm_phase,
+)
+
+__all__ = ["scheduler_views", "statuses"]
+
+
+def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
+    ids = ",".join(job_ids)
+    try:
+        plain = runner.run(["sacct", "-n", "-P", "-X", "-j", ids, "-o", SACCT_FIELDS], check=False)
+        if plain.returncode == 0 and "accounting storage is disabled" not in plain.stdout:
+            return parse_sacct(plain.stdout)
+        # No accounting database (as on the dev cluster): the job completion log still has
+        # one line per finished job.
+        comp = runner.run(["sacct", "-c", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS], check=False)
+    except SchedulerError:
+        return {}
+    return parse_sacct(comp.stdout) if comp.returncode == 0 else {}
+
+
+def scheduler_views(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
+    """Slurm's view of each job: one squeue call for all of them, then one sacct call for those
+    that have finished (squeue shows no exit code and forgets jobs after MinJobAge)."""
+    if not job_ids:
+        return {}
+    argv = ["squeue", "-h", "--states=all", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT]
+    queue = runner.run(argv, check=False)
+    if queue.returncode == 0:
+        views = parse_squeue(queue.stdout)
+    elif "Invalid job id" in queue.stderr:  # none of them is known to squeue any more
+        views = {}
+    else:
+        raise SchedulerError.from_process(argv, queue.returncode, queue.stderr)
+    finished = [i for i in job_ids if i not in views or slurm_phase(views[i].state).terminal]
+    if finished:
+        views.update(_sacct(finished))
+    return views
+
+
+def _driver_tail(log_dir: Path | None, lines: int) -> list[str]:
+    if log_dir is None or lines <= 0:
+        return []
+    try:
+        text = (log_dir / "ray-driver.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
+    views = scheduler_views([r.job_id for r in records])
+    result = []
+    for rec in records:
+        logs = read_log_dir(find_log_dir(Path(rec.log_dir)))
+        phase, detail = phase_of(views.get(rec.job_id), logs, rec.nodes)
+        view = views.get(rec.job_id)
+        result.append(
+            JobStatus(
+                job_id=rec.job_id,
+                phase=phase,
+                detail=detail,
+                exit_code=view.exit_code if view and phase.terminal else None,
+                slurm_state=view.state if view else None,
+                log_dir=str(logs.log_dir or rec.log_dir),
+                nodes_joined=logs.nodes,
+                nodes_expected=rec.nodes,
+                driver_tail=_driver_tail(logs.log_dir, tail),
+            )
+        )
+    return result

@@ -1,0 +1,93 @@
+"""Job records: one versioned JSON file per submitted job, written atomically.
+
+Schema versions:
+    1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from nrl_launch.errors import JobNotFoundError, StateError
+
+__all__ = ["SCHEMA_VERSION", "JobRecord", "load", "load_all", "save"]
+
+SCHEMA_VERSION = 1
+
+
+class JobRecord(BaseModel):
+    # Records outlive versions of nrl-launch: keys a later version adds are ignored here.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    job_id: str
+    backend: Literal["slurm", "local"]
+    job_name: str
+    nodes: int
+    submitted_at: float
+    submit_dir: str
+    log_dir: str  # <base>/<JOBID>-logs; a requeued run writes <base>/<JOBID>-<N>-logs beside it
+    script_path: str
+    argv: list[str]
+    spec: dict[str, Any]
+
+
+def _jobs_dir(state: Path) -> Path:
+    return state / "jobs"
+
+
+def save(record: JobRecord, state: Path) -> Path:
+    """Write the record atomically: a reader sees the old file or the new one, never half."""
+    directory = _jobs_dir(state)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{record.job_id}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{record.job_id}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(record.model_dump_json(indent=2) + "\n")
+        Path(tmp).replace(path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StateError(f"cannot write the job record {path}: {exc.strerror}") from None
+    return path
+
+
+def _read(path: Path) -> JobRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        version = data.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise ValueError(f"schema version {version!r} is newer than this nrl-launch reads")
+        return JobRecord.model_validate(data)
+    except (OSError, ValueError, ValidationError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise StateError(f"job record {path} is unreadable: {reason}") from None
+
+
+def load(job_id: str, state: Path) -> JobRecord:
+    path = _jobs_dir(state) / f"{job_id}.json"
+    if not path.is_file():
+        raise JobNotFoundError(
+            f"no job {job_id!r} was submitted with nrl-launch here (records in {path.parent})"
+        )
+    return _read(path)
+
+
+def load_all(state: Path) -> tuple[list[JobRecord], list[str]]:
+    """Every readable record, newest first, and one warning per unreadable one."""
+    records, warnings = [], []
+    for path in sorted(_jobs_dir(state).glob("*.json")):
+        try:
+            records.append(_read(path))
+        except StateError as exc:  # noqa: PERF203 - one bad record must not hide the rest
+            warnings.append(exc.message)
+    records.sort(key=lambda r: r.submitted_at, reverse=True)
+    return records, warnings

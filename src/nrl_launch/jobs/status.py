@@ -1,0 +1,228 @@
+"""A job's status: Slurm's state joined with what the job wrote to its log dir. Pure: the
+parsers take command output, `read_log_dir` reads files, `phase_of` decides.
+
+Phases: PENDING (with Slurm's reason) -> STARTING -> JOINING k/N -> RUNNING -> COMPLETED, or
+FAILED (with the exit code and the reason from ENDED), CANCELLED, TIMEOUT; UNKNOWN when neither
+Slurm nor the log dir can tell.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "SQUEUE_FORMAT",
+    "JobStatus",
+    "LogView",
+    "Phase",
+    "SchedulerView",
+    "find_log_dir",
+    "parse_sacct",
+    "parse_squeue",
+    "phase_of",
+    "read_log_dir",
+    "slurm_phase",
+]
+
+# Always an explicit format: a user's SQUEUE_FORMAT must not change what we parse.
+SQUEUE_FORMAT = "%i|%T|%r|%D|%N"
+SACCT_FIELDS = "JobID,State,ExitCode"
+
+
+class Phase(str, enum.Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    JOINING = "JOINING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED, Phase.TIMEOUT)
+
+
+# Slurm's job states, mapped once. A requeued or preempted job is waiting to run again.
+_SLURM_STATES: dict[str, Phase] = {
+    "PENDING": Phase.PENDING,
+    "REQUEUED": Phase.PENDING,
+    "REQUEUE_HOLD": Phase.PENDING,
+    "REQUEUE_FED": Phase.PENDING,
+    "PREEMPTED": Phase.PENDING,
+    "RESV_DEL_HOLD": Phase.PENDING,
+    "CONFIGURING": Phase.STARTING,
+    "RUNNING": Phase.RUNNING,
+    "COMPLETING": Phase.RUNNING,
+    "SUSPENDED": Phase.RUNNING,
+    "STOPPED": Phase.RUNNING,
+    "SIGNALING": Phase.RUNNING,
+    "STAGE_OUT": Phase.RUNNING,
+    "RESIZING": Phase.RUNNING,
+    "COMPLETED": Phase.COMPLETED,
+    "FAILED": Phase.FAILED,
+    "NODE_FAIL": Phase.FAILED,
+    "BOOT_FAIL": Phase.FAILED,
+    "OUT_OF_MEMORY": Phase.FAILED,
+    "SPECIAL_EXIT": Phase.FAILED,
+    "CANCELLED": Phase.CANCELLED,
+    "REVOKED": Phase.CANCELLED,
+    "TIMEOUT": Phase.TIMEOUT,
+    "DEADLINE": Phase.TIMEOUT,
+}
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """What Slurm says about one job."""
+
+    state: str  # Slurm's word, e.g. RUNNING, or CANCELLED (from "CANCELLED by 0")
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+@dataclass(frozen=True)
+class LogView:
+    """What the job wrote to its log dir."""
+
+    log_dir: Path | None
+    head_up: bool = False
+    nodes: int | None = None
+    nodes_expected: int | None = None
+    gpus: int | None = None
+    gpus_expected: int | None = None
+    driver_started: bool = False
+    ended: str | None = None
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    phase: Phase
+    detail: str  # one line: why, or what the job is waiting for
+    exit_code: int | None = None
+    slurm_state: str | None = None
+    log_dir: str | None = None
+    nodes_joined: int | None = None
+    nodes_expected: int | None = None
+    driver_tail: list[str] = field(default_factory=list)
+
+
+def slurm_phase(state: str) -> Phase:
+    """The phase a Slurm job state stands for (UNKNOWN for a state this table lacks)."""
+    return _SLURM_STATES.get(state, Phase.UNKNOWN)
+
+
+def _base_state(word: str) -> str:
+    return word.split()[0].rstrip("+") if word.strip() else "UNKNOWN"
+
+
+def parse_squeue(text: str) -> dict[str, SchedulerView]:
+    """`squeue -h --states=all -o SQUEUE_FORMAT` lines, by job id."""
+    views = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 3 or not parts[0].strip():
+            continue
+        reason = parts[2].strip()
+        views[parts[0].strip()] = SchedulerView(
+            state=_base_state(parts[1]), reason=None if reason in ("", "None") else reason
+        )
+    return views
+
+
+def _exit_code(text: str) -> tuple[int | None, int | None]:
+    match = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    return (int(match[1]), int(match[2])) if match else (None, None)
+
+
+def parse_sacct(text: str) -> dict[str, SchedulerView]:
+    """`sacct -n -P -o JobID,State,ExitCode` lines (with or without -c), by job id; job
+    steps (`123.batch`, `123.0`) are skipped: the job's own line is what counts."""
+    views = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 3 or "." in parts[0] or not parts[0].strip():
+            continue
+        code, signal = _exit_code(parts[2])
+        views[parts[0].strip()] = SchedulerView(
+            state=_base_state(parts[1]), exit_code=code, signal=signal
+        )
+    return views
+
+
+def find_log_dir(log_dir: Path) -> Path:
+    """The newest run's log dir: a requeued job writes <JOBID>-<N>-logs next to <JOBID>-logs."""
+    job = log_dir.name.removesuffix("-logs")
+    restarts = [
+        (int(p.name[len(job) + 1 : -len("-logs")]), p)
+        for p in log_dir.parent.glob(f"{job}-*-logs")
+        if p.name[len(job) + 1 : -len("-logs")].isdigit()
+    ]
+    return max(restarts)[1] if restarts else log_dir
+
+
+def read_log_dir(log_dir: Path) -> LogView:
+    """Read the files the job script writes; a missing or half-written file reads as absent."""
+    if not log_dir.is_dir():
+        return LogView(log_dir=None)
+    readiness: dict[str, int] = {}
+    try:
+        loaded = json.loads((log_dir / "readiness.json").read_text(encoding="utf-8"))
+        readiness = {k: v for k, v in loaded.items() if isinstance(v, int)}
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        ended: str | None = (log_dir / "ENDED").read_text(encoding="utf-8").strip()
+    except OSError:
+        ended = None
+    try:
+        driver_started = "driver_started " in (log_dir / "timeline").read_text(encoding="utf-8")
+    except OSError:
+        driver_started = False
+    return LogView(
+        log_dir=log_dir,
+        head_up=(log_dir / "STARTED_RAY_HEAD").exists(),
+        nodes=readiness.get("nodes"),
+        nodes_expected=readiness.get("nodes_expected"),
+        gpus=readiness.get("gpus"),
+        gpus_expected=readiness.get("gpus_expected"),
+        driver_started=driver_started,
+        ended=ended,
+    )
+
+
+def phase_of(slurm: SchedulerView | None, logs: LogView, nodes: int) -> tuple[Phase, str]:
+    """One phase and one line of detail from Slurm's view and the log dir."""
+    if slurm is None:
+        if logs.ended:
+            return Phase.UNKNOWN, f"Slurm no longer knows this job; it ended: {logs.ended}"
+        return Phase.UNKNOWN, "Slurm no longer knows this job and its log dir has no ENDED"
+    phase = slurm_phase(slurm.state)
+    if phase is Phase.PENDING:
+        return phase, f"waiting for resources ({slurm.reason})" if slurm.reason else "waiting"
+    if phase.terminal:
+        detail = logs.ended or slurm.state.lower()
+        if phase is Phase.FAILED and slurm.exit_code is not None:
+            detail = f"exit code {slurm.exit_code}: {detail}"
+        return phase, detail
+    if phase is not Phase.RUNNING:
+        return phase, slurm.state.lower()
+    if logs.ended:
+        return Phase.RUNNING, f"stopping: {logs.ended}"
+    if not logs.head_up:
+        return Phase.STARTING, "starting the Ray head"
+    joined, expected = logs.nodes or 0, logs.nodes_expected or nodes
+    if joined < expected or not logs.driver_started:
+        gpus = f", {logs.gpus}/{logs.gpus_expected} GPUs" if logs.gpus_expected else ""
+        if joined < expected:
+            return Phase.JOINING, f"{joined}/{expected} nodes joined{gpus}"
+        return Phase.RUNNING, f"all {expected} nodes joined{gpus}"
+    return Phase.RUNNING, f"driver running on {expected} node(s)"

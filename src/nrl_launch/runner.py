@@ -1,0 +1,52 @@
+"""The only module that runs other programs (sbatch, squeue, sacct, scontrol, scancel, srun).
+
+Everything else builds argv lists and parses text; tests put fake programs first on PATH for
+unit tests and use the real dev cluster for integration tests.
+"""
+
+from __future__ import annotations
+
+import subprocess  # noqa: TID251 - this module is the one place that may
+from dataclasses import dataclass
+
+from nrl_launch.errors import SchedulerError
+
+__all__ = ["Completed", "run"]
+
+# A scheduler command that hangs (slurmctld down, an RPC storm) must not hang the CLI.
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(argv: list[str], *, check: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> Completed:
+    """Run `argv` (never through a shell) and capture its output.
+
+    Raises:
+        SchedulerError: the program is missing, timed out, or (with `check`) exited non-zero.
+    """
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise SchedulerError(
+            f"{argv[0]}: command not found (is Slurm installed on this machine?)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"{argv[0]} did not answer within {timeout:.0f} s") from None
+    done = Completed(argv, proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise SchedulerError.from_process(argv, proc.returncode, proc.stderr)
+    return done

@@ -1,0 +1,128 @@
+"""Real jobs on the dev cluster: 4 nodes x 8 GPUs of Slurm 22.05, with real Ray."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, Cli
+
+pytestmark = pytest.mark.cluster
+CHECK = str(EXAMPLES / "cluster_check.py")
+
+
+def ray_processes() -> list[str]:
+    """Ray's daemons still alive on any node (the host sees every node's processes)."""
+    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
+    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
+
+
+def wait_until(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.5)
+
+
+def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
+    result = cli("status", job_id, "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)["jobs"][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_batch_job_places_one_actor_per_gpu(cli: Cli, cluster_job: list[str], nodes: int) -> None:
+    result = cli(
+        "submit",
+        "--wait",
+        "--nodes",
+        str(nodes),
+        *cluster_job,
+        "--",
+        "python",
+        CHECK,
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        "8",
+    )
+    assert result.code == 0, result.out + result.err
+    job_id = result.out.split()[2]
+    status = job_status(cli, job_id)
+    assert status["phase"] == "COMPLETED"
+    log_dir = Path(status["log_dir"])
+    driver = (log_dir / "ray-driver.log").read_text()
+    assert f"placed {8 * nodes} actors, one per GPU" in driver
+    assert driver.count(": 8 GPUs, 16 CPUs") == nodes
+    assert (
+        f"Number of actors online: {8 * nodes}/{8 * nodes}"
+        in (log_dir / "ray-head.log").read_text()
+    )
+    assert json.loads((log_dir / "readiness.json").read_text())["nodes"] == nodes
+    phases = json.loads((log_dir / "timings.json").read_text())["phases"]
+    assert (
+        phases["head_up"]
+        <= phases["all_joined"]
+        <= phases["driver_started"]
+        <= phases["driver_ended"]
+    )
+    for name in ["job.sbatch", "spec.json", "STARTED_RAY_HEAD", "ENDED"]:
+        assert (log_dir / name).exists(), name
+    workers = sorted(p.name for p in log_dir.glob("ray-worker-*.log"))
+    assert workers == sorted(f"ray-worker-{k}.log" for k in range(1, nodes))
+    wait_until(lambda: not ray_processes(), timeout=30)
+
+
+def test_failing_driver_fails_the_job_with_its_exit_code(cli: Cli, cluster_job: list[str]) -> None:
+    result = cli(
+        "submit",
+        "--wait",
+        "-q",
+        "--nodes",
+        "2",
+        *cluster_job,
+        "--",
+        "python",
+        CHECK,
+        "--exit-code",
+        "3",
+    )
+    assert result.code == 3, result.out + result.err
+    status = job_status(cli, result.out.split()[0])
+    assert (status["phase"], status["exit_code"]) == ("FAILED", 3)
+    assert "driver exited with code 3" in status["detail"]
+
+
+def test_cancel_stops_ray_on_every_node(cli: Cli, cluster_job: list[str]) -> None:
+    sleeper = "import ray, time; ray.init(address='auto'); time.sleep(600)"
+    submitted = cli("submit", "-q", "--nodes", "2", *cluster_job, "--", "python", "-c", sleeper)
+    assert submitted.code == 0, submitted.err
+    job_id = submitted.out.strip()
+    wait_until(
+        lambda: (
+            job_status(cli, job_id)["phase"] == "RUNNING"
+            and "driver running" in job_status(cli, job_id)["detail"]
+        )
+    )
+    assert ray_processes()
+    assert cli("cancel", job_id).code == 0
+    wait_until(lambda: job_status(cli, job_id)["phase"] == "CANCELLED", timeout=60)
+    wait_until(lambda: not ray_processes(), timeout=30)
+    assert "cancelled" in job_status(cli, job_id)["detail"]
+
+
+def test_status_says_pending_with_slurm_s_reason(cli: Cli, cluster_job: list[str]) -> None:
+    sleeper = ["--", "python", "-c", "import time; time.sleep(600)"]
+    holder = cli("submit", "-q", "--nodes", "4", *cluster_job, *sleeper).out.strip()
+    waiting = cli("submit", "-q", "--nodes", "2", *cluster_job, *sleeper).out.strip()
+    try:
+        wait_until(lambda: job_status(cli, waiting)["phase"] == "PENDING", timeout=30)
+        status = job_status(cli, waiting)
+        assert "Resources" in status["detail"] or "Priority" in status["detail"]
+    finally:
+        cli("cancel", holder, waiting)
+    wait_until(lambda: not ray_processes(), timeout=60)

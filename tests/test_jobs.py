@@ -1,0 +1,161 @@
+"""Job records and status, against output captured from the dev cluster's Slurm 22.05."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.errors import JobNotFoundError, StateError
+from nrl_launch.jobs import record
+from nrl_launch.jobs.status import (
+    LogView,
+    Phase,
+    SchedulerView,
+    find_log_dir,
+    parse_sacct,
+    parse_squeue,
+    phase_of,
+    read_log_dir,
+)
+
+DATA = Path(__file__).parent / "data" / "slurm-22.05"
+
+
+def test_parse_squeue_running_and_pending() -> None:
+    views = parse_squeue((DATA / "squeue-pending-running.txt").read_text())
+    assert views["12"] == SchedulerView(state="PENDING", reason="Resources")
+    assert views["11"] == SchedulerView(state="RUNNING", reason=None)
+
+
+def test_parse_sacct_completion_log() -> None:
+    views = parse_sacct((DATA / "sacct-c.txt").read_text())
+    assert views["3"].state == "COMPLETED" and views["3"].exit_code == 0
+    assert views["7"].state == "FAILED" and views["7"].exit_code == 3
+    assert views["9"].state == "CANCELLED"
+
+
+def test_parse_sacct_skips_steps_and_noise() -> None:
+    text = (
+        "42|CANCELLED by 0|0:15\n42.batch|CANCELLED|0:15\n42.0|COMPLETED|0:0\n"
+        + (DATA / "sacct-disabled.txt").read_text()
+    )
+    views = parse_sacct(text)
+    assert list(views) == ["42"]
+    assert views["42"] == SchedulerView(state="CANCELLED", exit_code=0, signal=15)
+
+
+LOGS_UP = LogView(
+    log_dir=Path("/l"), head_up=True, nodes=1, nodes_expected=2, gpus=8, gpus_expected=16
+)
+
+
+@pytest.mark.parametrize(
+    ("slurm", "logs", "phase", "detail"),
+    [
+        (
+            SchedulerView("PENDING", reason="Resources"),
+            LogView(None),
+            Phase.PENDING,
+            "waiting for resources (Resources)",
+        ),
+        (SchedulerView("RUNNING"), LogView(Path("/l")), Phase.STARTING, "starting the Ray head"),
+        (SchedulerView("RUNNING"), LOGS_UP, Phase.JOINING, "1/2 nodes joined, 8/16 GPUs"),
+        (
+            SchedulerView("RUNNING"),
+            LogView(Path("/l"), head_up=True, nodes=2, nodes_expected=2, driver_started=True),
+            Phase.RUNNING,
+            "driver running on 2 node(s)",
+        ),
+        (
+            SchedulerView("RUNNING"),
+            LogView(Path("/l"), head_up=True, ended="driver exited with code 0"),
+            Phase.RUNNING,
+            "stopping: driver exited with code 0",
+        ),
+        (
+            SchedulerView("FAILED", exit_code=3),
+            LogView(Path("/l"), ended="driver exited with code 3"),
+            Phase.FAILED,
+            "exit code 3: driver exited with code 3",
+        ),
+        (
+            SchedulerView("COMPLETED", exit_code=0),
+            LogView(Path("/l"), ended="driver exited with code 0"),
+            Phase.COMPLETED,
+            "driver exited with code 0",
+        ),
+        (SchedulerView("CANCELLED"), LogView(Path("/l")), Phase.CANCELLED, "cancelled"),
+        (
+            SchedulerView("TIMEOUT"),
+            LogView(Path("/l"), ended="the job was cancelled or reached its time limit"),
+            Phase.TIMEOUT,
+            "the job was cancelled or reached its time limit",
+        ),
+        (SchedulerView("REQUEUED"), LogView(Path("/l")), Phase.PENDING, "waiting"),
+        (
+            None,
+            LogView(Path("/l"), ended="driver exited with code 0"),
+            Phase.UNKNOWN,
+            "Slurm no longer knows this job; it ended: driver exited with code 0",
+        ),
+    ],
+)
+def test_phase_of(slurm: SchedulerView | None, logs: LogView, phase: Phase, detail: str) -> None:
+    assert phase_of(slurm, logs, nodes=2) == (phase, detail)
+
+
+def test_read_log_dir_and_restarts(tmp_path: Path) -> None:
+    first = tmp_path / "7-logs"
+    first.mkdir()
+    assert find_log_dir(first) == first
+    (first / "STARTED_RAY_HEAD").touch()
+    (first / "readiness.json").write_text(
+        json.dumps({"nodes": 2, "nodes_expected": 2, "gpus": 16, "gpus_expected": 16})
+    )
+    (first / "timeline").write_text("submitted 1.0\nstarted 2.0\ndriver_started 3.0\n")
+    view = read_log_dir(first)
+    assert (view.head_up, view.nodes, view.driver_started, view.ended) == (True, 2, True, None)
+    (first / "readiness.json").write_text("{half")  # a torn write reads as absent, not a crash
+    assert read_log_dir(first).nodes is None
+    for n in (1, 2, 10):
+        (tmp_path / f"7-{n}-logs").mkdir()
+    assert find_log_dir(first) == tmp_path / "7-10-logs"
+
+
+def make_record(job_id: str, submitted_at: float = 1.0) -> record.JobRecord:
+    return record.JobRecord(
+        job_id=job_id,
+        backend="slurm",
+        job_name="j",
+        nodes=2,
+        submitted_at=submitted_at,
+        submit_dir="/s",
+        log_dir=f"/s/{job_id}-logs",
+        script_path="/x.sbatch",
+        argv=["sbatch"],
+        spec={},
+    )
+
+
+def test_records_round_trip_and_list_newest_first(tmp_path: Path) -> None:
+    for i in range(3):
+        record.save(make_record(str(10 + i), submitted_at=float(i)), tmp_path)
+    assert record.load("11", tmp_path) == make_record("11", 1.0)
+    records, warnings = record.load_all(tmp_path)
+    assert [r.job_id for r in records] == ["12", "11", "10"] and warnings == []
+    assert not list((tmp_path / "jobs").glob(".*"))  # no temp file left behind
+
+
+def test_corrupt_record_warns_and_others_still_list(tmp_path: Path) -> None:
+    record.save(make_record("1"), tmp_path)
+    (tmp_path / "jobs" / "2.json").write_text("{not json")
+    (tmp_path / "jobs" / "3.json").write_text(json.dumps({"schema_version": 99}))
+    records, warnings = record.load_all(tmp_path)
+    assert [r.job_id for r in records] == ["1"]
+    assert len(warnings) == 2 and "newer than this nrl-launch reads" in " ".join(warnings)
+    with pytest.raises(StateError, match=r"2\.json is unreadable"):
+        record.load("2", tmp_path)
+    with pytest.raises(JobNotFoundError, match="no job '4'"):
+        record.load("4", tmp_path)
