@@ -58,6 +58,22 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
     return run
 
 
+def unavailable(reason: str) -> None:
+    """Skip a test that cannot run here, saying why; in CI, where it must run, fail it."""
+    if os.environ.get("CI"):
+        pytest.fail(f"this test must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def ray_venv() -> Path:
+    """A venv with Ray for the jobs the tests run (NRL_TEST_RAY_VENV; .ci/run makes one)."""
+    venv = os.environ.get("NRL_TEST_RAY_VENV")
+    if not venv or not (Path(venv) / "bin" / "ray").exists():
+        unavailable("NRL_TEST_RAY_VENV does not name a venv with ray (.ci/run makes one)")
+    return Path(venv)  # type: ignore[arg-type]
+
+
 def need_tool(name: str) -> str:
     """The path of a tool the tests need; CI installs it, so there it must be present."""
     path = shutil.which(name)

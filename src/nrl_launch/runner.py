@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import subprocess  # noqa: TID251 - this module is the one place that may
 from dataclasses import dataclass
+from pathlib import Path
 
 from nrl_launch.errors import SchedulerError
 
-__all__ = ["Completed", "run"]
+__all__ = ["Completed", "run", "spawn"]
 
 # A scheduler command that hangs (slurmctld down, an RPC storm) must not hang the CLI.
 DEFAULT_TIMEOUT_S = 60.0
@@ -25,7 +26,13 @@ class Completed:
     stderr: str
 
 
-def run(argv: list[str], *, check: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> Completed:
+def run(
+    argv: list[str],
+    *,
+    check: bool = True,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cwd: Path | None = None,
+) -> Completed:
     """Run `argv` (never through a shell) and capture its output.
 
     Raises:
@@ -39,6 +46,7 @@ def run(argv: list[str], *, check: bool = True, timeout: float = DEFAULT_TIMEOUT
             timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
         )
     except FileNotFoundError:
         raise SchedulerError(
@@ -50,3 +58,12 @@ def run(argv: list[str], *, check: bool = True, timeout: float = DEFAULT_TIMEOUT
     if check and proc.returncode != 0:
         raise SchedulerError.from_process(argv, proc.returncode, proc.stderr)
     return done
+
+
+def spawn(argv: list[str], *, cwd: Path, output: Path) -> int:
+    """Start `argv` in the background with stdout and stderr appended to `output`; returns its
+    pid. It runs in a session of its own, as a grandchild of this process: it outlives the CLI
+    and a Ctrl-C, and init reaps it."""
+    launcher = 'out=$1; shift; setsid "$@" >>"$out" 2>&1 </dev/null & echo $!'
+    done = run(["bash", "-c", launcher, "nrl-launch", str(output), *argv], cwd=cwd)
+    return int(done.stdout.strip())

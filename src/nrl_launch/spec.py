@@ -362,6 +362,8 @@ class DriverSpec(_Spec):
 class LaunchSpec(_Spec):
     """Everything needed to render and launch one job."""
 
+    # slurm: a batch job on a Slurm cluster; local: the same bring-up on this machine, one node.
+    backend: Literal["slurm", "local"] = "slurm"
     interactive: bool = False
     slurm: SlurmSpec = SlurmSpec()
     container: ContainerSpec = ContainerSpec(runtime="none")
@@ -384,6 +386,16 @@ class LaunchSpec(_Spec):
             raise ValueError(
                 "driver.command is not set: give the driver after `--` (e.g. -- uv run "
                 "examples/run_grpo.py), or pass --interactive for a cluster that stays up"
+            )
+        if self.backend == "local" and self.slurm.nodes != 1:
+            raise ValueError(
+                f"slurm.nodes: the local backend runs one node on this machine, not "
+                f"{self.slurm.nodes}; use --nodes 1, or --backend slurm"
+            )
+        if self.backend == "local" and self.container.runtime != "none":
+            raise ValueError(
+                "container.runtime: the local backend runs without a container (pyxis is a Slurm "
+                "plugin); use --container-runtime none"
             )
         ports = self.ray.ports
         width = ports.worker_max - ports.worker_min + 1

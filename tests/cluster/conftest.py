@@ -2,47 +2,34 @@
 
 Cluster tests run real jobs on a real Slurm with real Ray. Where the cluster cannot run (not
 root, no namespaces) they skip with the reason; in CI they must run, so there they fail instead.
-The jobs take Ray from the venv named by NRL_TEST_RAY_VENV (.ci/run makes it).
+The jobs take Ray from the `ray_venv` fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import unavailable
+
 REPO = Path(__file__).resolve().parents[2]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"cluster tests must run in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def dev_cluster() -> Iterator[None]:
     check = subprocess.run([str(DEV_CLUSTER), "check"], capture_output=True, text=True)
     if check.returncode != 0:
-        _unavailable(f"the dev cluster cannot run here: {check.stdout.strip()}")
+        unavailable(f"the dev cluster cannot run here: {check.stdout.strip()}")
     up = subprocess.run(
         [str(DEV_CLUSTER), "up"], capture_output=True, text=True, stdin=subprocess.DEVNULL
     )
     if up.returncode != 0:
         pytest.fail(f"scripts/dev-cluster up failed:\n{up.stderr[-3000:]}")
     yield
-
-
-@pytest.fixture(scope="session")
-def ray_venv() -> Path:
-    venv = os.environ.get("NRL_TEST_RAY_VENV")
-    if not venv or not (Path(venv) / "bin" / "ray").exists():
-        _unavailable("NRL_TEST_RAY_VENV does not name a venv with ray (.ci/run makes one)")
-    return Path(venv)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from typing import Annotated
 
 import typer
@@ -18,8 +20,15 @@ def cancel(
     from nrl_launch.jobs import record
 
     state = paths.state_dir(os.environ)
-    for job_id in job_ids:
-        record.load(job_id, state)  # only jobs this tool submitted: a typo must not cancel another
-    runner.run(["scancel", *job_ids])
+    # Only jobs this tool submitted: a typo must not cancel someone else's job.
+    records = [record.load(job_id, state) for job_id in job_ids]
+    slurm_ids = [r.job_id for r in records if r.backend == "slurm"]
+    if slurm_ids:
+        runner.run(["scancel", *slurm_ids])
+    for r in records:
+        if r.backend == "local" and r.pid is not None:
+            # The job's own trap stops the driver and Ray and records the cancel.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(r.pid, signal.SIGTERM)
     output.emit_text(f"Cancelled {', '.join(job_ids)}")
     return 0

@@ -103,6 +103,15 @@ _OPTIONS = [
         _JOB,
         metavar="KEY=VALUE",
     ),
+    _Option(
+        "backend",
+        str | None,
+        ("--backend",),
+        "slurm (default), or local: the same job on this machine, one node.",
+        _JOB,
+        "backend",
+        "NAME",
+    ),
     _Option("nodes", int | None, ("--nodes",), "Nodes to allocate.", _SLURM, "slurm.nodes", "N"),
     _Option(
         "gpus_per_node",

@@ -26,10 +26,10 @@ def render(
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
-    from nrl_launch.backends import slurm
+    from nrl_launch import backends
 
     spec = flags.resolve().spec
-    request = slurm.plan(spec, str(out) if out else slurm.DEFAULT_SCRIPT_NAME)
+    request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         write_script(out, request.script)
     if flags.json:

@@ -24,31 +24,36 @@ def submit(
     ] = False,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
-    from nrl_launch import runner
-    from nrl_launch.backends import slurm
+    from nrl_launch import backends, runner
     from nrl_launch.cli.render import write_script
     from nrl_launch.jobs import record
 
     spec = flags.resolve().spec
     state = paths.state_dir(os.environ)
     cwd = Path.cwd()
-    script = state / "scripts" / f"{time.time_ns()}-{os.getpid()}.sbatch"
-    request = slurm.plan(spec, str(script))
+    # A local job has no scheduler to number it: its id is its start time (ms).
+    job_id = f"local-{time.time_ns() // 1_000_000}" if spec.backend == "local" else ""
+    script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"
+    request = backends.plan(spec, str(script), job_id)
     base = cwd / spec.logs.base_dir
     try:
         script.parent.mkdir(parents=True, exist_ok=True)
-        # sbatch writes its own output next to the job's log dirs: that directory must exist.
+        # The job's own output goes next to its log dirs: that directory must exist.
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
     write_script(script, request.script)
-    done = runner.run(list(request.argv))
-    job_id = done.stdout.strip().split(";")[0]
-    if not job_id.isdigit():
-        raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
+    pid = None
+    if spec.backend == "local":
+        pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
+    else:
+        done = runner.run(list(request.argv))
+        job_id = done.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
     rec = record.JobRecord(
         job_id=job_id,
-        backend="slurm",
+        backend=spec.backend,
         job_name=spec.slurm.job_name,
         nodes=spec.slurm.nodes,
         submitted_at=time.time(),
@@ -57,6 +62,7 @@ def submit(
         script_path=str(script),
         argv=list(request.argv),
         spec=spec.model_dump(mode="json"),
+        pid=pid,
     )
     record.save(rec, state)
     if flags.json:

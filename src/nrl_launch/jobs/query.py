@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,8 +68,35 @@ def _driver_tail(log_dir: Path | None, lines: int) -> list[str]:
     return text.splitlines()[-lines:]
 
 
+def local_view(rec: JobRecord, log_dir: Path) -> SchedulerView:
+    """A local job's state, from its exit_code file or, while it runs, its process."""
+    try:
+        code = int((log_dir / "exit_code").read_text().strip())
+    except (OSError, ValueError):
+        if rec.pid is not None and _alive(rec.pid):
+            return SchedulerView(state="RUNNING")
+        # Killed too hard to record its end (SIGKILL, a reboot): there is nothing left to wait for.
+        return SchedulerView(state="FAILED")
+    if code == 0:
+        return SchedulerView(state="COMPLETED", exit_code=0)
+    return SchedulerView(state="CANCELLED" if code == 143 else "FAILED", exit_code=code)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
-    views = scheduler_views([r.job_id for r in records])
+    views = scheduler_views([r.job_id for r in records if r.backend == "slurm"])
+    for rec in records:
+        if rec.backend == "local":
+            views[rec.job_id] = local_view(rec, find_log_dir(Path(rec.log_dir)))
     result = []
     for rec in records:
         logs = read_log_dir(find_log_dir(Path(rec.log_dir)))

@@ -1,7 +1,8 @@
 """Job records: one versioned JSON file per submitted job, written atomically.
 
 Schema versions:
-    1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec
+    1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec,
+       and (optional, local backend) pid
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class JobRecord(BaseModel):
     script_path: str
     argv: list[str]
     spec: dict[str, Any]
+    pid: int | None = None  # the local backend's job process
 
 
 def _jobs_dir(state: Path) -> Path:

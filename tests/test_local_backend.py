@@ -1,0 +1,88 @@
+"""The local backend, for real: the README's main job, run exactly as the README writes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, Cli
+
+
+def readme_main_job() -> list[str]:
+    lines = (REPO / "README.md").read_text().splitlines()
+    (command,) = [line for line in lines if line.startswith("nrl-launch submit --backend local")]
+    return shlex.split(command)[1:]
+
+
+@pytest.fixture
+def here(ray_venv: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine as the README's reader has it: Ray on PATH, the repo's examples in cwd."""
+    monkeypatch.setenv("PATH", f"{ray_venv}/bin:{os.environ['PATH']}")
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
+    (isolated / "examples").symlink_to(REPO / "examples")
+    return isolated
+
+
+def ray_processes() -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
+    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
+
+
+def test_readme_main_job_runs_here(cli: Cli, here: Path) -> None:
+    result = cli(*readme_main_job())
+    assert result.code == 0, result.out + result.err
+    job_id = result.out.split()[2]
+    assert result.out.rstrip().endswith(
+        f"COMPLETED  driver exited with code 0   (logs: {here}/{job_id}-logs)"
+    )
+    log_dir = here / f"{job_id}-logs"
+    assert "placed 2 actors, one per GPU" in (log_dir / "ray-driver.log").read_text()
+    assert "Number of actors online: 2/2" in (log_dir / "ray-head.log").read_text()
+    phases = json.loads((log_dir / "timings.json").read_text())["phases"]
+    assert phases["head_up"] <= phases["all_joined"] <= phases["driver_started"]
+    assert (log_dir / "exit_code").read_text().strip() == "0"
+    assert cli("logs", job_id, "--tail", "1").out.startswith("placed 2 actors")
+    listed = json.loads(cli("list", "--json").out)["jobs"]
+    assert [j["job_id"] for j in listed] == [job_id] and listed[0]["backend"] == "local"
+    assert not ray_processes()
+
+
+@pytest.mark.usefixtures("here")
+def test_local_driver_exit_code_and_cancel(cli: Cli) -> None:
+    failed = cli(
+        "submit",
+        "--backend",
+        "local",
+        "--wait",
+        "-q",
+        "--gpus-per-node",
+        "1",
+        "--",
+        "python",
+        "examples/cluster_check.py",
+        "--exit-code",
+        "3",
+    )
+    assert failed.code == 3, failed.out + failed.err
+
+    sleeper = "import ray, time; ray.init(address='auto'); time.sleep(600)"
+    job_id = cli(
+        "submit", "--backend", "local", "-q", "--gpus-per-node", "1", "--", "python", "-c", sleeper
+    ).out.strip()
+    deadline = time.monotonic() + 120
+    while "driver running" not in cli("status", job_id).out:
+        assert time.monotonic() < deadline, cli("status", job_id).out
+        time.sleep(0.5)
+    assert cli("cancel", job_id).code == 0
+    while "CANCELLED" not in cli("status", job_id).out:
+        assert time.monotonic() < deadline, cli("status", job_id).out
+        time.sleep(0.5)
+    while ray_processes():
+        assert time.monotonic() < deadline, ray_processes()
+        time.sleep(0.5)
