@@ -15,6 +15,7 @@ from nrl_launch.jobs.status import (
     SchedulerView,
     find_log_dir,
     parse_sacct,
+    parse_scontrol_job,
     parse_squeue,
     phase_of,
     read_log_dir,
@@ -159,3 +160,13 @@ def test_corrupt_record_warns_and_others_still_list(tmp_path: Path) -> None:
         record.load("2", tmp_path)
     with pytest.raises(JobNotFoundError, match="no job '4'"):
         record.load("4", tmp_path)
+
+
+def test_parse_scontrol_job_finished_jobs() -> None:
+    failed = parse_scontrol_job((DATA / "scontrol-show-job-failed.txt").read_text())
+    assert failed == {
+        "4": SchedulerView(state="FAILED", reason="NonZeroExitCode", exit_code=3, signal=0)
+    }
+    done = parse_scontrol_job((DATA / "scontrol-show-job-completed.txt").read_text())
+    assert done["1"] == SchedulerView(state="COMPLETED", exit_code=0, signal=0)
+    assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified\n") == {}

@@ -16,6 +16,7 @@ from nrl_launch.jobs.status import (
     SchedulerView,
     find_log_dir,
     parse_sacct,
+    parse_scontrol_job,
     parse_squeue,
     phase_of,
     read_log_dir,
@@ -55,7 +56,20 @@ def scheduler_views(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
     finished = [i for i in job_ids if i not in views or slurm_phase(views[i].state).terminal]
     if finished:
         views.update(_sacct(finished))
+    # Neither accounting nor a completion log (many sites keep one or the other, not all):
+    # slurmctld still holds a finished job, exit code included, for MinJobAge.
+    for job_id in finished:
+        if job_id not in views or views[job_id].exit_code is None:
+            views.update(_scontrol(job_id))
     return views
+
+
+def _scontrol(job_id: str) -> dict[str, SchedulerView]:
+    try:
+        shown = runner.run(["scontrol", "show", "job", "-o", job_id], check=False)
+    except SchedulerError:
+        return {}
+    return parse_scontrol_job(shown.stdout) if shown.returncode == 0 else {}
 
 
 def _driver_tail(log_dir: Path | None, lines: int) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "SchedulerView",
     "find_log_dir",
     "parse_sacct",
+    "parse_scontrol_job",
     "parse_squeue",
     "phase_of",
     "read_log_dir",
@@ -154,6 +155,30 @@ def parse_sacct(text: str) -> dict[str, SchedulerView]:
         code, signal = _exit_code(parts[2])
         views[parts[0].strip()] = SchedulerView(
             state=_base_state(parts[1]), exit_code=code, signal=signal
+        )
+    return views
+
+
+def _field(line: str, key: str) -> str | None:
+    match = re.search(rf"(?:^|\s){key}=(\S*)", line)
+    return match[1] if match else None
+
+
+def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
+    """`scontrol show job -o` lines (one job per line), by job id: what Slurm still holds of a
+    finished job (for MinJobAge) where sacct has no answer."""
+    views = {}
+    for line in text.splitlines():
+        job_id, state = _field(line, "JobId"), _field(line, "JobState")
+        if not job_id or not state:
+            continue
+        code, signal = _exit_code(_field(line, "ExitCode") or "")
+        reason = _field(line, "Reason")
+        views[job_id] = SchedulerView(
+            state=state,
+            reason=None if reason in (None, "", "None") else reason,
+            exit_code=code,
+            signal=signal,
         )
     return views
 

@@ -1,0 +1,124 @@
+"""submit, status and cancel against fake Slurm commands that answer with output captured from
+the dev cluster's Slurm 22.05: the calls nrl-launch makes, and what it does with the answers.
+The same commands run for real in tests/cluster/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+
+DATA = Path(__file__).parent / "data" / "slurm-22.05"
+JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
+
+
+class FakeSlurm:
+    """Fake sbatch/squeue/sacct/scontrol/scancel first on PATH; each logs its argv to calls."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir = bin_dir
+        self.calls_file = bin_dir / "calls"
+
+    def answer(self, name: str, stdout: str = "", stderr: str = "", code: int = 0) -> None:
+        script = (
+            "#!/usr/bin/env bash\n"
+            f'printf "%s\\n" "$(basename "$0") $*" >>{shlex.quote(str(self.calls_file))}\n'
+            f"printf %s {shlex.quote(stdout)}\n"
+            f"printf %s {shlex.quote(stderr)} >&2\n"
+            f"exit {code}\n"
+        )
+        path = self.bin_dir / name
+        path.write_text(script)
+        path.chmod(0o755)
+
+    def calls(self) -> list[str]:
+        return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
+
+
+@pytest.fixture
+def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    fake = FakeSlurm(bin_dir)
+    for name in ("sbatch", "squeue", "sacct", "scontrol", "scancel"):
+        fake.answer(name, code=99, stderr=f"{name}: not expected in this test")
+    return fake
+
+
+def test_submit_prints_the_id_and_writes_a_record(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="42;sandbox\n")
+    result = cli("submit", "--json", *JOB)
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["job_id"] == "42" and data["log_dir"].endswith("/42-logs")
+    (call,) = slurm.calls()
+    assert call.startswith("sbatch --parsable ") and "--nodes=2" in call
+    assert cli("submit", "-q", *JOB).out == "42\n"
+    listed = json.loads(cli("list", "--json").out)["jobs"]
+    assert [j["job_id"] for j in listed] == ["42"]  # the second submit replaced the record
+
+
+def test_submit_reports_sbatch_s_error_and_records_nothing(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    slurm.answer(
+        "sbatch", stderr="sbatch: error: Invalid account or account/partition combination\n", code=1
+    )
+    result = cli("submit", *JOB)
+    assert result.code == 3
+    assert result.err.strip().splitlines() == [
+        "nrl-launch: error: sbatch failed (exit 1): sbatch: error: Invalid account or "
+        "account/partition combination"
+    ]
+    assert not list((tmp_path / "state").glob("jobs/*.json"))
+
+
+def test_status_asks_squeue_once_with_an_explicit_format(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="11\n")
+    cli("submit", "-q", *JOB)
+    slurm.answer("sbatch", stdout="12\n")
+    cli("submit", "-q", *JOB)
+    slurm.answer("squeue", stdout=(DATA / "squeue-pending-running.txt").read_text())
+    result = cli("status", "11", "12", "--json")
+    assert result.code == 0, result.err
+    jobs = {j["job_id"]: j for j in json.loads(result.out)["jobs"]}
+    assert jobs["12"]["phase"] == "PENDING" and "Resources" in jobs["12"]["detail"]
+    assert jobs["11"]["phase"] == "STARTING"  # running, but no log dir yet
+    (call,) = [c for c in slurm.calls() if not c.startswith("sbatch")]
+    assert call == "squeue -h --states=all -j 11,12 -o %i|%T|%r|%D|%N"
+
+
+def test_status_without_accounting_falls_back_to_scontrol(cli: Cli, slurm: FakeSlurm) -> None:
+    """A site with neither slurmdbd nor a job completion log: slurmctld still knows the exit
+    code of a job that ended less than MinJobAge ago."""
+    slurm.answer("sbatch", stdout="4\n")  # the job captured in scontrol-show-job-failed.txt
+    cli("submit", "-q", *JOB)
+    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("sacct", stdout=(DATA / "sacct-disabled.txt").read_text(), code=1)
+    slurm.answer("scontrol", stdout=(DATA / "scontrol-show-job-failed.txt").read_text())
+    job = json.loads(cli("status", "4", "--json").out)["jobs"][0]
+    assert (job["phase"], job["exit_code"]) == ("FAILED", 3)
+    assert "scontrol show job -o 4" in slurm.calls()
+
+
+def test_status_of_a_job_nrl_launch_did_not_submit_is_exit_4(cli: Cli, slurm: FakeSlurm) -> None:
+    result = cli("status", "777")
+    assert result.code == 4
+    assert "no job '777' was submitted with nrl-launch here" in result.err
+    assert slurm.calls() == []  # nothing was asked of Slurm
+
+
+def test_cancel_calls_scancel_with_every_id(cli: Cli, slurm: FakeSlurm) -> None:
+    for job_id in ("5", "6"):
+        slurm.answer("sbatch", stdout=f"{job_id}\n")
+        cli("submit", "-q", *JOB)
+    slurm.answer("scancel")
+    assert cli("cancel", "5", "6").code == 0
+    assert slurm.calls()[-1] == "scancel 5 6"
