@@ -97,3 +97,54 @@ def test_sbatch_flags_are_sorted_and_complete(cli: Cli) -> None:
     assert "--time=8:00:00" in flags
     assert "--exclusive" in flags
     assert "--export=ALL" in flags  # secrets travel by name in the exported environment
+
+
+# Every flag pyxis adds to srun (`srun --help` with pyxis loaded; pyxis wiki, "Usage").
+PYXIS_FLAGS = {
+    "--container-image",
+    "--container-mounts",
+    "--container-workdir",
+    "--container-name",
+    "--container-save",
+    "--container-mount-home",
+    "--no-container-mount-home",
+    "--container-remap-root",
+    "--no-container-remap-root",
+    "--container-entrypoint",
+    "--no-container-entrypoint",
+    "--container-env",
+    "--container-writable",
+    "--container-readonly",
+}
+PYXIS_JOBS = [j for j in JOBS if "--container-image=" in golden_path(j).read_text()]
+
+
+@pytest.mark.parametrize("job", PYXIS_JOBS, ids=lambda p: p.stem)
+def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
+    """Run the golden's own set_container_args in bash: every argument it gives srun is a pyxis
+    flag, the image and workdir are set, and every mount (the log dir included) is SRC:DST[:FLAGS]
+    with absolute paths."""
+    script = (
+        'eval "$(sed -n "/^set_container_args() {/,/^}/p" "$1")"\n'
+        "NRL_LOG_DIR=/shared/logs/77-logs SLURM_SUBMIT_DIR=/submit\n"
+        'set_container_args ray-head && printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "bash", str(golden_path(job))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    args = dict(a.partition("=")[::2] for a in done.stdout.splitlines())
+    assert set(args) <= PYXIS_FLAGS, set(args) - PYXIS_FLAGS
+    assert args["--container-image"] and args["--container-workdir"].startswith("/")
+    assert args["--container-name"] == "ray-head"
+    mounts = args["--container-mounts"].split(",")
+    assert "/shared/logs/77-logs:/shared/logs/77-logs" in mounts
+    for mount in mounts:
+        src, dst, *flags = mount.split(":")
+        assert src.startswith("/") and dst.startswith("/") and len(flags) <= 1, mount
+
+
+def test_some_example_uses_pyxis() -> None:
+    assert len(PYXIS_JOBS) >= 2
