@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.conftest import EXAMPLES, Cli
 
 pytestmark = pytest.mark.cluster
 CHECK = str(EXAMPLES / "cluster_check.py")
+CLI = [sys.executable, "-m", "nrl_launch"]
 
 
 def ray_processes() -> list[str]:
@@ -125,4 +127,62 @@ def test_status_says_pending_with_slurm_s_reason(cli: Cli, cluster_job: list[str
         assert "Resources" in status["detail"] or "Priority" in status["detail"]
     finally:
         cli("cancel", holder, waiting)
+    wait_until(lambda: not ray_processes(), timeout=60)
+
+
+def test_status_and_logs_follow_every_phase(
+    cli: Cli, cluster_job: list[str], ray_venv: Path, tmp_path: Path
+) -> None:
+    """Gates (files) hold the job in each phase in turn, so that status can be read there:
+    the head's setup waits for `head`, the worker's for `worker`, the driver for `driver`."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    hold = f'until [[ -e {gates}/"$1" ]]; do sleep 0.2; done'
+    setup = (
+        f"gate() {{ {hold}; }}; "
+        '[[ $SLURMD_NODENAME == "$NRL_HEAD_NODE" ]] && gate head || gate worker; '
+        f"source {ray_venv}/bin/activate"
+    )
+    driver = (
+        "import os, time\n"
+        "print('driver says hello', flush=True)\n"
+        f"while not os.path.exists('{gates}/driver'): time.sleep(0.2)\n"
+    )
+    job = [*cluster_job, "--set", f"setup={setup}"]
+    job_id = cli("submit", "-q", "--nodes", "2", *job, "--", "python", "-c", driver).out.strip()
+    watcher = subprocess.Popen(
+        [*CLI, "status", "--watch", job_id], stdout=subprocess.PIPE, text=True
+    )
+    follower = subprocess.Popen([*CLI, "logs", "-f", job_id], stdout=subprocess.PIPE, text=True)
+
+    def phase_is(phase: str, detail: str) -> bool:
+        status = job_status(cli, job_id)
+        return status["phase"] == phase and detail in status["detail"]
+
+    wait_until(lambda: phase_is("STARTING", "starting the Ray head"))
+    (gates / "head").touch()
+    wait_until(lambda: phase_is("JOINING", "1/2 nodes joined, 8/16 GPUs"))
+    (gates / "worker").touch()
+    wait_until(lambda: phase_is("RUNNING", "driver running on 2 node(s)"))
+    assert "worker on" in cli("logs", job_id, "--node", "1").out
+    (gates / "driver").touch()
+    wait_until(lambda: phase_is("COMPLETED", "driver exited with code 0"))
+
+    watched, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0
+    phases = [line.split()[1] for line in watched.splitlines()]
+    seen = [p for i, p in enumerate(phases) if (i == 0 or phases[i - 1] != p) and p != "PENDING"]
+    assert seen == ["STARTING", "JOINING", "RUNNING", "COMPLETED"], watched
+    followed, _ = follower.communicate(timeout=60)  # ends by itself once the job has ended
+    assert follower.returncode == 0 and "driver says hello" in followed
+
+
+def test_time_limit_ends_the_job_as_timeout(cli: Cli, cluster_job: list[str]) -> None:
+    """Slurm enforces time limits about every 30 s: a 1-minute job ends within ~2 minutes."""
+    job = [*cluster_job]
+    job[job.index("--time") + 1] = "1"
+    sleeper = ["--", "python", "-c", "import time; time.sleep(600)"]
+    job_id = cli("submit", "-q", "--nodes", "2", *job, *sleeper).out.strip()
+    wait_until(lambda: job_status(cli, job_id)["phase"] == "TIMEOUT", timeout=240)
+    assert "time limit" in job_status(cli, job_id)["detail"]
     wait_until(lambda: not ray_processes(), timeout=60)
