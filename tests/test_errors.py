@@ -111,6 +111,21 @@ CASES: list[tuple[str, list[str], str]] = [
         "container.runtime: input should be 'pyxis' or 'none'",
     ),
     (
+        "backend-unknown",
+        ["--backend", "lcoal", *CMD],
+        "backend: input should be 'slurm' or 'local' (got 'lcoal', from --backend)",
+    ),
+    (
+        "local-many-nodes",
+        ["--backend", "local", "--nodes", "2", *CMD],
+        "slurm.nodes: the local backend runs one node on this machine, not 2",
+    ),
+    (
+        "local-pyxis",
+        ["--backend", "local", "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0", *CMD],
+        "container.runtime: the local backend runs without a container",
+    ),
+    (
         "pyxis-no-image",
         ["--container-runtime", "pyxis", *CMD],
         "runtime is pyxis but container.image is not set",

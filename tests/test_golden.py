@@ -148,3 +148,15 @@ def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
 
 def test_some_example_uses_pyxis() -> None:
     assert len(PYXIS_JOBS) >= 2
+
+
+def test_local_render_is_valid_and_shellcheck_clean(cli: Cli, tmp_path: Path) -> None:
+    """The local backend's script (run for real in test_local_backend.py) passes the same
+    checks as the Slurm goldens."""
+    script = tmp_path / "local.sh"
+    result = cli("render", "--backend", "local", "-o", str(script), "--", "python", "x.py")
+    assert result.code == 0, result.err
+    assert result.out.strip() == f"bash {script} JOBID"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    checked = shellcheck(script)
+    assert checked.returncode == 0, checked.stdout

@@ -86,3 +86,42 @@ def test_local_driver_exit_code_and_cancel(cli: Cli) -> None:
     while ray_processes():
         assert time.monotonic() < deadline, ray_processes()
         time.sleep(0.5)
+
+
+def test_cancel_never_signals_a_process_that_is_not_the_job(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished local job's pid may since belong to another process: cancel leaves it be."""
+    from nrl_launch.jobs import record
+
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        record.save(
+            record.JobRecord(
+                job_id="local-1",
+                backend="local",
+                job_name="j",
+                nodes=1,
+                submitted_at=1.0,
+                submit_dir=str(tmp_path),
+                log_dir=str(tmp_path / "local-1-logs"),
+                script_path=str(tmp_path / "job.sh"),
+                argv=["bash", str(tmp_path / "job.sh"), "local-1"],
+                spec={},
+                pid=stranger.pid,
+            ),
+            tmp_path / "state",
+        )
+        result = cli("cancel", "local-1")
+        assert result.code == 0
+        assert "job local-1 had already ended" in result.err
+        assert stranger.poll() is None  # still running
+        status = json.loads(cli("status", "local-1", "--json").out)["jobs"][0]
+        assert (status["phase"], status["detail"]) == (
+            "FAILED",
+            "the job's process ended without recording how",
+        )
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
+from tests.test_imports import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
@@ -122,3 +123,13 @@ def test_cancel_calls_scancel_with_every_id(cli: Cli, slurm: FakeSlurm) -> None:
     slurm.answer("scancel")
     assert cli("cancel", "5", "6").code == 0
     assert slurm.calls()[-1] == "scancel 5 6"
+
+
+def test_submit_status_logs_list_never_import_ray(slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="8\n")
+    slurm.answer("squeue", stdout="8|RUNNING|None|2|node[0-1]\n")
+    submit = imported("submit", *JOB)
+    assert "nrl_launch.cli.submit" in submit and "ray" not in roots(submit)
+    for args in (["status", "8"], ["list"], ["cancel", "8"]):
+        slurm.answer("scancel")
+        assert "ray" not in roots(imported(*args)), args

@@ -1,4 +1,4 @@
-"""`nrl-launch cancel`: scancel, by job id."""
+"""`nrl-launch cancel`: scancel (or, for a local job, SIGTERM to its process), by job id."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def cancel(
 ) -> int:
     """Cancel jobs; each job stops Ray on every node and records why it ended."""
     from nrl_launch import runner
-    from nrl_launch.jobs import record
+    from nrl_launch.jobs import query, record
 
     state = paths.state_dir(os.environ)
     # Only jobs this tool submitted: a typo must not cancel someone else's job.
@@ -26,9 +26,13 @@ def cancel(
     if slurm_ids:
         runner.run(["scancel", *slurm_ids])
     for r in records:
-        if r.backend == "local" and r.pid is not None:
-            # The job's own trap stops the driver and Ray and records the cancel.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(r.pid, signal.SIGTERM)
+        if r.backend != "local":
+            continue
+        if not query.local_job_running(r):
+            output.warn(f"job {r.job_id} had already ended")
+            continue
+        # The job's own trap stops the driver and Ray and records the cancel.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(r.pid, signal.SIGTERM)  # type: ignore[arg-type]  # running: it has a pid
     output.emit_text(f"Cancelled {', '.join(job_ids)}")
     return 0

@@ -23,7 +23,7 @@ from nrl_launch.jobs.status import (
     slurm_phase,
 )
 
-__all__ = ["scheduler_views", "statuses"]
+__all__ = ["local_job_running", "scheduler_views", "statuses"]
 
 
 def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
@@ -87,23 +87,25 @@ def local_view(rec: JobRecord, log_dir: Path) -> SchedulerView:
     try:
         code = int((log_dir / "exit_code").read_text().strip())
     except (OSError, ValueError):
-        if rec.pid is not None and _alive(rec.pid):
+        if local_job_running(rec):
             return SchedulerView(state="RUNNING")
         # Killed too hard to record its end (SIGKILL, a reboot): there is nothing left to wait for.
-        return SchedulerView(state="FAILED")
+        return SchedulerView(state="FAILED", reason="the job's process ended without recording how")
     if code == 0:
         return SchedulerView(state="COMPLETED", exit_code=0)
     return SchedulerView(state="CANCELLED" if code == 143 else "FAILED", exit_code=code)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def local_job_running(rec: JobRecord) -> bool:
+    """Whether the local job's process still runs: its pid is alive *and* runs its script (a
+    pid is reused once its process is gone; signalling a stranger must never happen)."""
+    if rec.pid is None:
         return False
-    except PermissionError:
-        return True
-    return True
+    try:
+        argv = Path(f"/proc/{rec.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return os.fsencode(rec.script_path) in argv
 
 
 def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:

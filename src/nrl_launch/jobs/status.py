@@ -234,7 +234,7 @@ def phase_of(slurm: SchedulerView | None, logs: LogView, nodes: int) -> tuple[Ph
     if phase is Phase.PENDING:
         return phase, f"waiting for resources ({slurm.reason})" if slurm.reason else "waiting"
     if phase.terminal:
-        detail = logs.ended or slurm.state.lower()
+        detail = logs.ended or slurm.reason or slurm.state.lower()
         if phase is Phase.FAILED and slurm.exit_code is not None:
             detail = f"exit code {slurm.exit_code}: {detail}"
         return phase, detail
