@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -165,6 +166,17 @@ def test_status_and_logs_follow_every_phase(
     (gates / "worker").touch()
     wait_until(lambda: phase_is("RUNNING", "driver running on 2 node(s)"))
     assert "worker on" in cli("logs", job_id, "--node", "1").out
+    # Ctrl-C stops following, not the job.
+    interrupted = subprocess.Popen(
+        [*CLI, "logs", "-f", job_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert interrupted.stdout is not None
+    assert "driver says hello" in interrupted.stdout.readline()  # it is following now
+    interrupted.send_signal(signal.SIGINT)
+    _, err = interrupted.communicate(timeout=30)
+    assert interrupted.returncode == 130
+    assert f"stopped following; job {job_id} keeps running" in err
+    assert job_status(cli, job_id)["phase"] == "RUNNING"
     (gates / "driver").touch()
     wait_until(lambda: phase_is("COMPLETED", "driver exited with code 0"))
 
