@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,3 +94,17 @@ def shellcheck(script: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+def ray_processes() -> list[str]:
+    """Ray's daemons alive on this machine (which sees every dev-cluster node's processes)."""
+    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
+    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 120.0) -> None:
+    """Poll until `predicate()` is true; fail after `timeout` s (a hang bound, not a target)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s"
+        time.sleep(0.5)

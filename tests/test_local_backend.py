@@ -6,12 +6,12 @@ import json
 import os
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Cli
+from tests.conftest import REPO, Cli, ray_processes, wait_until
+from tests.test_jobs import make_record
 
 
 def readme_main_job() -> list[str]:
@@ -27,11 +27,6 @@ def here(ray_venv: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
     (isolated / "examples").symlink_to(REPO / "examples")
     return isolated
-
-
-def ray_processes() -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
-    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
 
 
 def test_readme_main_job_runs_here(cli: Cli, here: Path) -> None:
@@ -75,17 +70,10 @@ def test_local_driver_exit_code_and_cancel(cli: Cli) -> None:
     job_id = cli(
         "submit", "--backend", "local", "-q", "--gpus-per-node", "1", "--", "python", "-c", sleeper
     ).out.strip()
-    deadline = time.monotonic() + 120
-    while "driver running" not in cli("status", job_id).out:
-        assert time.monotonic() < deadline, cli("status", job_id).out
-        time.sleep(0.5)
+    wait_until(lambda: "driver running" in cli("status", job_id).out)
     assert cli("cancel", job_id).code == 0
-    while "CANCELLED" not in cli("status", job_id).out:
-        assert time.monotonic() < deadline, cli("status", job_id).out
-        time.sleep(0.5)
-    while ray_processes():
-        assert time.monotonic() < deadline, ray_processes()
-        time.sleep(0.5)
+    wait_until(lambda: "CANCELLED" in cli("status", job_id).out)
+    wait_until(lambda: not ray_processes())
 
 
 def test_cancel_never_signals_a_process_that_is_not_the_job(
@@ -97,22 +85,15 @@ def test_cancel_never_signals_a_process_that_is_not_the_job(
     monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
     stranger = subprocess.Popen(["sleep", "60"])
     try:
-        record.save(
-            record.JobRecord(
-                job_id="local-1",
-                backend="local",
-                job_name="j",
-                nodes=1,
-                submitted_at=1.0,
-                submit_dir=str(tmp_path),
-                log_dir=str(tmp_path / "local-1-logs"),
-                script_path=str(tmp_path / "job.sh"),
-                argv=["bash", str(tmp_path / "job.sh"), "local-1"],
-                spec={},
-                pid=stranger.pid,
-            ),
-            tmp_path / "state",
+        job = make_record("local-1").model_copy(
+            update={
+                "backend": "local",
+                "log_dir": str(tmp_path / "local-1-logs"),
+                "script_path": str(tmp_path / "job.sh"),
+                "pid": stranger.pid,
+            }
         )
+        record.save(job, tmp_path / "state")
         result = cli("cancel", "local-1")
         assert result.code == 0
         assert "job local-1 had already ended" in result.err

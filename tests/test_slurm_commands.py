@@ -79,6 +79,7 @@ def test_submit_reports_sbatch_s_error_and_records_nothing(
         "account/partition combination"
     ]
     assert not list((tmp_path / "state").glob("jobs/*.json"))
+    assert not list((tmp_path / "state").glob("scripts/*"))  # nor the script it would have run
 
 
 def test_status_asks_squeue_once_with_an_explicit_format(cli: Cli, slurm: FakeSlurm) -> None:
@@ -125,11 +126,72 @@ def test_cancel_calls_scancel_with_every_id(cli: Cli, slurm: FakeSlurm) -> None:
     assert slurm.calls()[-1] == "scancel 5 6"
 
 
-def test_submit_status_logs_list_never_import_ray(slurm: FakeSlurm) -> None:
+def test_submit_status_logs_list_never_import_ray(slurm: FakeSlurm, tmp_path: Path) -> None:
     slurm.answer("sbatch", stdout="8\n")
     slurm.answer("squeue", stdout="8|RUNNING|None|2|node[0-1]\n")
-    submit = imported("submit", *JOB)
+    submit = imported("submit", "--log-dir", str(tmp_path / "logs"), *JOB)
     assert "nrl_launch.cli.submit" in submit and "ray" not in roots(submit)
-    for args in (["status", "8"], ["list"], ["cancel", "8"]):
+    (tmp_path / "logs" / "8-logs").mkdir()
+    (tmp_path / "logs" / "8-logs" / "ray-driver.log").write_text("step 1\n")
+    for args in (["status", "8"], ["list"], ["logs", "8"], ["cancel", "8"]):
         slurm.answer("scancel")
         assert "ray" not in roots(imported(*args)), args
+
+
+def test_wait_ends_when_slurm_has_forgotten_the_job(cli: Cli, slurm: FakeSlurm) -> None:
+    """No accounting, and the job is older than MinJobAge: nothing more can be learnt, so
+    following it stops (exit 1) instead of polling forever."""
+    slurm.answer("sbatch", stdout="9\n")
+    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("sacct", stdout=(DATA / "sacct-disabled.txt").read_text(), code=1)
+    slurm.answer("scontrol", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    result = cli("submit", "--wait", *JOB)
+    assert result.code == 1, result.err
+    assert "UNKNOWN" in result.out and "Slurm no longer knows this job" in result.out
+
+
+def test_wait_survives_one_squeue_failure(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
+    """slurmctld not answering once does not end `submit --wait`: it warns and polls again."""
+    slurm.answer("sbatch", stdout="10\n")
+    flag = tmp_path / "failed-once"
+    script = slurm.bin_dir / "squeue"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [[ ! -e {flag} ]]; then touch {flag}; echo 'squeue: error: timeout' >&2; exit 1; fi\n"
+        "echo '10|COMPLETED|None|2|node[0-1]'\n"
+    )
+    slurm.answer("sacct", stdout="10|COMPLETED|0:0\n")
+    result = cli("submit", "--wait", "--json", *JOB)
+    assert result.code == 0, result.err
+    assert "squeue failed (exit 1): squeue: error: timeout; trying again" in result.err
+    data = json.loads(result.out)  # one object: the submission and how the job ended
+    assert data["job_id"] == "10" and data["status"]["phase"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("job_id", ["../../etc/passwd", "12/..", ".hidden", "12; rm"])
+def test_a_job_id_that_is_not_one_is_refused(cli: Cli, slurm: FakeSlurm, job_id: str) -> None:
+    result = cli("status", job_id)
+    assert result.code == 2
+    assert result.err.startswith(f"nrl-launch: error: JOBID {job_id!r}: expected a Slurm job id")
+    assert slurm.calls() == []
+
+
+def test_status_watch_and_json_together_are_refused(cli: Cli, slurm: FakeSlurm) -> None:
+    result = cli("status", "--watch", "--json", "1")
+    assert result.code == 2
+    assert "--watch and --json cannot be combined" in result.err
+    assert slurm.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"), [([], "a\nb\nc\n"), (["--tail", "2"], "b\nc\n"), (["--tail", "0"], "")]
+)
+def test_logs_tail(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, tail: list[str], expected: str
+) -> None:
+    slurm.answer("sbatch", stdout="13\n")
+    cli("submit", "-q", "--log-dir", str(tmp_path / "logs"), *JOB)
+    (tmp_path / "logs" / "13-logs").mkdir()
+    (tmp_path / "logs" / "13-logs" / "ray-driver.log").write_text("a\nb\nc\n")
+    result = cli("logs", "13", *tail)
+    assert (result.code, result.out) == (0, expected)

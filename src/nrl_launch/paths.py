@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["PROFILE_ENV", "PROFILE_NAME", "STATE_ENV", "state_dir", "templates_dir", "user_profile"]
+__all__ = [
+    "PROFILE_ENV",
+    "PROFILE_NAME",
+    "STATE_ENV",
+    "state_dir",
+    "templates_dir",
+    "user_profile",
+    "write_atomically",
+]
 
 PROFILE_ENV = "NRL_LAUNCH_PROFILE"
 PROFILE_NAME = "nrl-launch.yaml"
@@ -36,3 +44,20 @@ def templates_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2] / "templates"
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` so that a reader sees the old file or the new one, never half,
+    and a failed write leaves nothing behind. Raises OSError."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.conftest import REPO, unavailable
 
-REPO = Path(__file__).resolve().parents[2]
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
 
 

@@ -6,29 +6,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, Cli
+from tests.conftest import EXAMPLES, Cli, ray_processes, wait_until
 
 pytestmark = pytest.mark.cluster
 CHECK = str(EXAMPLES / "cluster_check.py")
 CLI = [sys.executable, "-m", "nrl_launch"]
-
-
-def ray_processes() -> list[str]:
-    """Ray's daemons still alive on any node (the host sees every node's processes)."""
-    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
-    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
-
-
-def wait_until(predicate, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.5)
 
 
 def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
 
+from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 
 __all__ = ["Request", "plan"]
 
 
-class Request(Protocol):
-    """The argv that starts the job and the script it runs."""
+@dataclass(frozen=True)
+class Request:
+    """What `submit` runs: `argv` (sbatch and its flags, or bash, then the script) and the
+    script it runs."""
+
+    argv: tuple[str, ...]
+    script: str
 
     @property
-    def argv(self) -> tuple[str, ...]: ...
-
-    @property
-    def script(self) -> str: ...
-
-    @property
-    def command_line(self) -> str: ...
+    def command_line(self) -> str:
+        """`argv` as one bash command line, quoted so that it can be pasted into a shell."""
+        return str(join(self.argv))
 
 
 def plan(spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID") -> Request:

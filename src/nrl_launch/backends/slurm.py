@@ -6,30 +6,16 @@ exactly what would be submitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nrl_launch import __version__
+from nrl_launch.backends import Request
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
-__all__ = ["DEFAULT_SCRIPT_NAME", "SbatchRequest", "plan"]
+__all__ = ["DEFAULT_SCRIPT_NAME", "plan"]
 
 DEFAULT_SCRIPT_NAME = "nrl-launch.sbatch"
 TEMPLATE = "slurm.sbatch.j2"
-
-
-@dataclass(frozen=True)
-class SbatchRequest:
-    """What `submit` runs: `argv` (sbatch, its flags and the script path) and the script."""
-
-    argv: tuple[str, ...]
-    script: str
-
-    @property
-    def command_line(self) -> str:
-        """`argv` as one bash command line, quoted so that it can be pasted into a shell."""
-        return str(join(self.argv))
 
 
 def gpu_flag(spec: LaunchSpec) -> str | None:
@@ -72,7 +58,7 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
     return sorted(flags)
 
 
-def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> SbatchRequest:
+def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     """The sbatch request for `spec`; `script_path` is where the script will be written."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
@@ -85,4 +71,4 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> SbatchRequ
         mounts=",".join(str(m) for m in spec.container.mounts),
         spec_json=spec.model_dump_json(),
     )
-    return SbatchRequest(argv=argv, script=script)
+    return Request(argv=argv, script=script)

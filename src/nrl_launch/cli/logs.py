@@ -53,8 +53,7 @@ def logs(
     if not follow:
         if not path.is_file():
             raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-        sys.stdout.write("".join(lines[-tail:] if tail is not None else lines))
+        sys.stdout.write(_last_lines(path.read_text(encoding="utf-8", errors="replace"), tail))
         return 0
     try:
         return _follow(rec, path, tail)
@@ -63,15 +62,26 @@ def logs(
         return ExitCode.INTERRUPTED
 
 
+def _last_lines(text: str, count: int | None) -> str:
+    """The last `count` lines of `text` (all of it for None, nothing for 0)."""
+    if count is None:
+        return text
+    return "".join(text.splitlines(keepends=True)[-count:]) if count else ""
+
+
 def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
+    import codecs
+
     from nrl_launch.jobs import query
 
+    poll = query.StatusPoller([rec])
+    # Bytes are counted as read; a character split across two reads is decoded whole.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     offset, last_check, ended = 0, 0.0, False
     if tail is not None and path.is_file():
-        text = path.read_text(encoding="utf-8", errors="replace")
-        kept = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
-        sys.stdout.write(kept)
-        offset = len(text.encode("utf-8", errors="replace"))
+        data = path.read_bytes()
+        sys.stdout.write(_last_lines(data.decode("utf-8", errors="replace"), tail))
+        offset = len(data)
     while True:
         if path.is_file():
             with open(path, "rb") as f:
@@ -79,7 +89,7 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
                 chunk = f.read()
             if chunk:
                 offset += len(chunk)
-                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.write(decoder.decode(chunk))
                 sys.stdout.flush()
                 continue
         elif not path.parent.parent.is_dir():
@@ -89,6 +99,7 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
         # The job's state is checked every few seconds, not on every read.
         if time.monotonic() - last_check > 3:
             last_check = time.monotonic()
-            ended = query.statuses([rec], tail=0)[0].phase.terminal
+            found = poll()
+            ended = found is not None and found[0].over
             continue  # read once more after the job ended, then stop
         time.sleep(0.5)

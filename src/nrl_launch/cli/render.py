@@ -49,20 +49,11 @@ def render(
 
 def write_script(path: Path, text: str) -> None:
     """Write atomically: a reader (or a failed write) never sees half a script."""
-    import os
-    import tempfile
+    from nrl_launch.paths import write_atomically
 
-    directory = path.parent
-    if not directory.is_dir():
-        raise UsageError(f"{path}: directory {directory} does not exist")
-    tmp = ""
+    if not path.parent.is_dir():
+        raise UsageError(f"{path}: directory {path.parent} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        Path(tmp).chmod(0o755)
-        Path(tmp).replace(path)
+        write_atomically(path, text, mode=0o755)
     except OSError as exc:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None

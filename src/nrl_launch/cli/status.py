@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from nrl_launch import output, paths
+from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -28,21 +29,26 @@ def status(
     """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended."""
     from nrl_launch.jobs import query, record
 
+    if watch and json:
+        raise UsageError("--watch and --json cannot be combined: --json prints one object once")
     state = paths.state_dir(os.environ)
     records = [record.load(job_id, state) for job_id in job_ids]
     if watch:
-        return follow(records, quiet=json)
+        return follow(records)
     found = query.statuses(records)
     if json:
-        output.emit_json(
-            "status", {"jobs": [dataclasses.asdict(s) | {"phase": s.phase.value} for s in found]}
-        )
+        output.emit_json("status", {"jobs": [status_object(s) for s in found]})
     else:
         for s in found:
             output.emit_text(_line(s))
             for line in s.driver_tail:
                 output.emit_text(f"    | {line}")
     return 0
+
+
+def status_object(s: JobStatus) -> dict[str, Any]:
+    """One job's status as --json prints it."""
+    return dataclasses.asdict(s) | {"phase": s.phase.value}
 
 
 def _line(s: JobStatus) -> str:
@@ -54,16 +60,17 @@ def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     job's: its driver's exit code, 0 when it completed, 1 when it was cancelled or timed out."""
     from nrl_launch.jobs import query
 
+    poll = query.StatusPoller(records)
     last: dict[str, tuple[str, str]] = {}
     delay = 1.0
     while True:
-        found = query.statuses(records, tail=0)
+        found = poll() or []
         for s in found:
             if last.get(s.job_id) != (s.phase.value, s.detail):
                 last[s.job_id] = (s.phase.value, s.detail)
                 if not quiet:
                     output.emit_text(_line(s))
-        if all(s.phase.terminal for s in found):
+        if found and all(s.over for s in found):
             first = found[0]
             if first.phase.value == "COMPLETED":
                 return 0

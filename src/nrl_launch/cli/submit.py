@@ -44,13 +44,17 @@ def submit(
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
     write_script(script, request.script)
     pid = None
-    if spec.backend == "local":
-        pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
-    else:
-        done = runner.run(list(request.argv))
-        job_id = done.stdout.strip().split(";")[0]
-        if not job_id.isdigit():
-            raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
+    try:
+        if spec.backend == "local":
+            pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
+        else:
+            done = runner.run(list(request.argv))
+            job_id = done.stdout.strip().split(";")[0]
+            if not job_id.isdigit():
+                raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
+    except SchedulerError:
+        script.unlink(missing_ok=True)  # nothing was submitted: nothing is left behind
+        raise
     rec = record.JobRecord(
         job_id=job_id,
         backend=spec.backend,
@@ -65,8 +69,11 @@ def submit(
         pid=pid,
     )
     record.save(rec, state)
-    if flags.json:
-        output.emit_json("submit", {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv})
+    submitted = {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv}
+    if flags.json and not wait:
+        output.emit_json("submit", submitted)
+    elif flags.json:
+        pass  # one object, printed once the job has ended
     elif quiet:
         output.emit_text(job_id)
     else:
@@ -77,6 +84,11 @@ def submit(
         )
     if not wait:
         return 0
-    from nrl_launch.cli.status import follow
+    from nrl_launch.cli.status import follow, status_object
 
-    return follow([rec], quiet=quiet or flags.json)
+    code = follow([rec], quiet=quiet or flags.json)
+    if flags.json:
+        from nrl_launch.jobs import query
+
+        output.emit_json("submit", submitted | {"status": status_object(query.statuses([rec])[0])})
+    return code

@@ -23,7 +23,7 @@ from nrl_launch.jobs.status import (
     slurm_phase,
 )
 
-__all__ = ["local_job_running", "scheduler_views", "statuses"]
+__all__ = ["StatusPoller", "local_job_running", "scheduler_views", "statuses"]
 
 
 def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
@@ -132,3 +132,30 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
             )
         )
     return result
+
+
+class StatusPoller:
+    """`statuses` for loops that follow jobs (`--wait`, `--watch`, `logs -f`): a scheduler that
+    does not answer once (slurmctld restarting, an RPC storm) is not the end of following."""
+
+    MAX_FAILURES = 5
+
+    def __init__(self, records: Sequence[JobRecord]) -> None:
+        self.records = records
+        self.failures = 0
+
+    def __call__(self) -> list[JobStatus] | None:
+        """The statuses, or None when the scheduler did not answer this time."""
+        from nrl_launch import output
+
+        try:
+            found = statuses(self.records, tail=0)
+        except SchedulerError as exc:
+            self.failures += 1
+            if self.failures >= self.MAX_FAILURES:
+                raise
+            if self.failures == 1:
+                output.warn(f"{exc.message}; trying again")
+            return None
+        self.failures = 0
+        return found

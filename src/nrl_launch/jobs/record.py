@@ -8,18 +8,20 @@ Schema versions:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from nrl_launch.errors import JobNotFoundError, StateError
+from nrl_launch.errors import JobNotFoundError, StateError, UsageError
+from nrl_launch.paths import write_atomically
 
 __all__ = ["SCHEMA_VERSION", "JobRecord", "load", "load_all", "save"]
 
 SCHEMA_VERSION = 1
+# What submit records: Slurm's numeric ids, and the local backend's local-<ms>.
+_JOB_ID = re.compile(r"[0-9]+|local-[0-9]+")
 
 
 class JobRecord(BaseModel):
@@ -46,17 +48,14 @@ def _jobs_dir(state: Path) -> Path:
 
 def save(record: JobRecord, state: Path) -> Path:
     """Write the record atomically: a reader sees the old file or the new one, never half."""
-    directory = _jobs_dir(state)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{record.job_id}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{record.job_id}.", suffix=".tmp")
+    path = _jobs_dir(state) / f"{record.job_id}.json"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(record.model_dump_json(indent=2) + "\n")
-        Path(tmp).replace(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, record.model_dump_json(indent=2) + "\n")
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise StateError(f"cannot write the job record {path}: {exc.strerror}") from None
+        raise StateError(
+            f"cannot write the job record of job {record.job_id} to {path}: {exc.strerror}"
+        ) from None
     return path
 
 
@@ -75,6 +74,8 @@ def _read(path: Path) -> JobRecord:
 
 
 def load(job_id: str, state: Path) -> JobRecord:
+    if not _JOB_ID.fullmatch(job_id):
+        raise UsageError(f"JOBID {job_id!r}: expected a Slurm job id (digits) or local-<digits>")
     path = _jobs_dir(state) / f"{job_id}.json"
     if not path.is_file():
         raise JobNotFoundError(

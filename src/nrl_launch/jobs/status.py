@@ -115,6 +115,11 @@ class JobStatus:
     nodes_expected: int | None = None
     driver_tail: list[str] = field(default_factory=list)
 
+    @property
+    def over(self) -> bool:
+        """Nothing more will happen to this job: it ended, or Slurm has forgotten it."""
+        return self.phase.terminal or (self.phase is Phase.UNKNOWN and self.slurm_state is None)
+
 
 def slurm_phase(state: str) -> Phase:
     """The phase a Slurm job state stands for (UNKNOWN for a state this table lacks)."""
