@@ -119,23 +119,28 @@ PYXIS_FLAGS = {
 PYXIS_JOBS = [j for j in JOBS if "--container-image=" in golden_path(j).read_text()]
 
 
+def container_args(job: Path, *call: str) -> dict[str, str]:
+    """What the golden's own set_container_args, run in bash with `call`, gives srun."""
+    script = (
+        'eval "$(sed -n "/^set_container_args() {/,/^}/p" "$1")"\n'
+        "NRL_LOG_DIR=/shared/logs/77-logs SLURM_SUBMIT_DIR=/submit\n"
+        'set_container_args "${@:2}" && printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "bash", str(golden_path(job)), *call],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(a.partition("=")[::2] for a in done.stdout.splitlines())
+
+
 @pytest.mark.parametrize("job", PYXIS_JOBS, ids=lambda p: p.stem)
 def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
     """Run the golden's own set_container_args in bash: every argument it gives srun is a pyxis
     flag, the image and workdir are set, and every mount (the log dir included) is SRC:DST[:FLAGS]
     with absolute paths."""
-    script = (
-        'eval "$(sed -n "/^set_container_args() {/,/^}/p" "$1")"\n'
-        "NRL_LOG_DIR=/shared/logs/77-logs SLURM_SUBMIT_DIR=/submit\n"
-        'set_container_args ray-head && printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"\n'
-    )
-    done = subprocess.run(
-        ["bash", "-c", script, "bash", str(golden_path(job))],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    args = dict(a.partition("=")[::2] for a in done.stdout.splitlines())
+    args = container_args(job, "ray-head")
     assert set(args) <= PYXIS_FLAGS, set(args) - PYXIS_FLAGS
     assert args["--container-image"] and args["--container-workdir"].startswith("/")
     assert args["--container-name"] == "ray-head"
@@ -144,6 +149,15 @@ def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
     for mount in mounts:
         src, dst, *flags = mount.split(":")
         assert src.startswith("/") and dst.startswith("/") and len(flags) <= 1, mount
+
+
+@pytest.mark.parametrize("job", PYXIS_JOBS, ids=lambda p: p.stem)
+def test_golden_attach_reenters_the_named_container_without_an_image(job: Path) -> None:
+    """Attach names the node's container and gives no image: pyxis enters the container the
+    job's step made, importing (pulling) nothing."""
+    args = container_args(job, "ray-worker", "attach")
+    assert set(args) <= PYXIS_FLAGS and "--container-image" not in args
+    assert args["--container-name"] == "ray-worker"
 
 
 def test_some_example_uses_pyxis() -> None:

@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data" / "slurm-22.05"
 def test_parse_squeue_running_and_pending() -> None:
     views = parse_squeue((DATA / "squeue-pending-running.txt").read_text())
     assert views["12"] == SchedulerView(state="PENDING", reason="Resources")
-    assert views["11"] == SchedulerView(state="RUNNING", reason=None)
+    assert views["11"] == SchedulerView(state="RUNNING", reason=None, nodes="node[0-1]")
 
 
 def test_parse_sacct_completion_log() -> None:

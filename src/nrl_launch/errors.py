@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "ExitCode",
     "JobNotFoundError",
+    "JobNotRunningError",
     "NrlLaunchError",
     "SchedulerError",
     "StateError",
@@ -28,6 +29,7 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 2  # a flag, a file or a value in the job spec is wrong; nothing was written
     SCHEDULER = 3  # sbatch, squeue, scancel... failed or could not be run; their stderr is shown
     NOT_FOUND = 4  # no record of that job id
+    NOT_RUNNING = 5  # the job is not in a state that allows this (pending, or already ended)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -76,6 +78,12 @@ class JobNotFoundError(NrlLaunchError):
     """No job record for the id given."""
 
     exit_code = ExitCode.NOT_FOUND
+
+
+class JobNotRunningError(NrlLaunchError):
+    """The job is pending or has ended: there is nothing to attach to, stop or open."""
+
+    exit_code = ExitCode.NOT_RUNNING
 
 
 class StateError(NrlLaunchError):

@@ -6,13 +6,16 @@ unit tests and use the real dev cluster for integration tests.
 
 from __future__ import annotations
 
+import os
 import subprocess  # noqa: TID251 - this module is the one place that may
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from nrl_launch.errors import SchedulerError
 
-__all__ = ["Completed", "run", "spawn"]
+__all__ = ["Completed", "become", "run", "spawn"]
 
 # A scheduler command that hangs (slurmctld down, an RPC storm) must not hang the CLI.
 DEFAULT_TIMEOUT_S = 60.0
@@ -20,7 +23,6 @@ DEFAULT_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class Completed:
-    argv: list[str]
     returncode: int
     stdout: str
     stderr: str
@@ -54,7 +56,7 @@ def run(
         ) from None
     except subprocess.TimeoutExpired:
         raise SchedulerError(f"{argv[0]} did not answer within {timeout:.0f} s") from None
-    done = Completed(argv, proc.returncode, proc.stdout, proc.stderr)
+    done = Completed(proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
         raise SchedulerError.from_process(argv, proc.returncode, proc.stderr)
     return done
@@ -67,3 +69,14 @@ def spawn(argv: list[str], *, cwd: Path, output: Path) -> int:
     launcher = 'out=$1; shift; setsid "$@" >>"$out" 2>&1 </dev/null & echo $!'
     done = run(["bash", "-c", launcher, "nrl-launch", str(output), *argv], cwd=cwd)
     return int(done.stdout.strip())
+
+
+def become(argv: list[str]) -> NoReturn:
+    """Replace this process with `argv` (attach): the terminal, Ctrl-C and the exit code are
+    the program's own, with no Python in between."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        raise SchedulerError(f"cannot run {argv[0]}: {exc.strerror}") from None

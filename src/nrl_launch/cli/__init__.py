@@ -13,7 +13,18 @@ from typing import Annotated, NoReturn
 import typer
 
 from nrl_launch import __version__, output
-from nrl_launch.cli import cancel, config, list_jobs, logs, render, status, submit
+from nrl_launch.cli import (
+    attach,
+    cancel,
+    config,
+    dashboard,
+    list_jobs,
+    logs,
+    render,
+    status,
+    stop,
+    submit,
+)
 from nrl_launch.errors import ExitCode, NrlLaunchError
 
 __all__ = ["app", "main"]
@@ -30,7 +41,10 @@ app = typer.Typer(
 app.command("submit")(submit.submit)
 app.command("status")(status.status)
 app.command("logs")(logs.logs)
+app.command("attach")(attach.attach)
+app.command("stop")(stop.stop)
 app.command("cancel")(cancel.cancel)
+app.command("dashboard")(dashboard.dashboard)
 app.command("list")(list_jobs.list_jobs)
 app.command("render")(render.render)
 app.add_typer(config.app, name="config")

@@ -11,25 +11,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nrl_launch import output, paths
-from nrl_launch.errors import ExitCode, JobNotFoundError, UsageError
+from nrl_launch.errors import ExitCode, JobNotFoundError
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
 
 
-def log_file(log_dir: Path, node: str, nodes: int) -> Path:
+def log_file(log_dir: Path, node: str, rec: JobRecord) -> Path:
     """driver -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log."""
     if node == "driver":
         return log_dir / "ray-driver.log"
-    if node in ("head", "0"):
-        return log_dir / "ray-head.log"
-    if node.isdigit() and 0 < int(node) < nodes:
-        return log_dir / f"ray-worker-{int(node)}.log"
-    raise UsageError(
-        f"--node {node!r}: expected driver, head, or a worker index 1..{nodes - 1}"
-        if nodes > 1
-        else f"--node {node!r}: this job has one node: use driver or head"
-    )
+    index = rec.node_index(node, also="driver, ")
+    return log_dir / ("ray-head.log" if index == 0 else f"ray-worker-{index}.log")
 
 
 def logs(
@@ -49,7 +42,7 @@ def logs(
     from nrl_launch.jobs.status import find_log_dir
 
     rec = record.load(job_id, paths.state_dir(os.environ))
-    path = log_file(find_log_dir(Path(rec.log_dir)), node, rec.nodes)
+    path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
     if not follow:
         if not path.is_file():
             raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")

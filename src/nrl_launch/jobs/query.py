@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nrl_launch import runner
-from nrl_launch.errors import SchedulerError
+from nrl_launch.errors import JobNotRunningError, SchedulerError
 from nrl_launch.jobs.record import JobRecord
 from nrl_launch.jobs.status import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     JobStatus,
+    Phase,
     SchedulerView,
     find_log_dir,
     parse_sacct,
@@ -23,7 +24,14 @@ from nrl_launch.jobs.status import (
     slurm_phase,
 )
 
-__all__ = ["StatusPoller", "local_job_running", "scheduler_views", "statuses"]
+__all__ = [
+    "StatusPoller",
+    "head_node",
+    "local_job_running",
+    "require_running",
+    "scheduler_views",
+    "statuses",
+]
 
 
 def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
@@ -159,3 +167,34 @@ class StatusPoller:
             return None
         self.failures = 0
         return found
+
+
+def require_running(rec: JobRecord, action: str) -> JobStatus:
+    """The job's status if it has started and not ended; else one line saying why `action`
+    cannot be done now (exit 5)."""
+    found = statuses([rec], tail=0)[0]
+    if found.phase is Phase.PENDING:
+        raise JobNotRunningError(
+            f"job {rec.job_id} has not started ({found.detail}): nothing to {action} yet"
+        )
+    if found.over:
+        raise JobNotRunningError(
+            f"job {rec.job_id} has ended ({found.phase.value}: {found.detail}): nothing to {action}"
+        )
+    return found
+
+
+def head_node(rec: JobRecord) -> str:
+    """The node the job's Ray head runs on: the first of Slurm's node list (this machine for a
+    local job)."""
+    if rec.backend == "local":
+        import socket
+
+        return socket.gethostname()
+    view = scheduler_views([rec.job_id]).get(rec.job_id)
+    if view is None or not view.nodes:
+        raise JobNotRunningError(f"Slurm gives no nodes for job {rec.job_id}: is it running?")
+    names = runner.run(["scontrol", "show", "hostnames", view.nodes]).stdout.split()
+    if not names:
+        raise SchedulerError(f"scontrol show hostnames {view.nodes} printed no node")
+    return names[0]

@@ -41,6 +41,20 @@ class JobRecord(BaseModel):
     spec: dict[str, Any]
     pid: int | None = None  # the local backend's job process
 
+    def node_index(self, value: str, also: str = "") -> int:
+        """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted
+        words for the message."""
+        if value == "head":
+            return 0
+        if value.isdigit() and int(value) < self.nodes:
+            return int(value)
+        accepted = (
+            f"{also}head, or a node index 0..{self.nodes - 1}"
+            if self.nodes > 1
+            else (f"{also}head (this job has one node)")
+        )
+        raise UsageError(f"--node {value!r}: expected {accepted}")
+
 
 def _jobs_dir(state: Path) -> Path:
     return state / "jobs"

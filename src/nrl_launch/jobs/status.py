@@ -87,6 +87,7 @@ class SchedulerView:
     reason: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    nodes: str | None = None  # Slurm's node list of a started job, e.g. node[0-3]
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,11 @@ def parse_squeue(text: str) -> dict[str, SchedulerView]:
         if len(parts) < 3 or not parts[0].strip():
             continue
         reason = parts[2].strip()
+        nodes = parts[4].strip() if len(parts) > 4 else ""
         views[parts[0].strip()] = SchedulerView(
-            state=_base_state(parts[1]), reason=None if reason in ("", "None") else reason
+            state=_base_state(parts[1]),
+            reason=None if reason in ("", "None") else reason,
+            nodes=nodes or None,
         )
     return views
 

@@ -1,0 +1,43 @@
+"""`nrl-launch attach`: a shell, or one command, on a node of a running job (interactive or
+batch), through the job's own <JOBID>-attach.sh."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nrl_launch import paths
+from nrl_launch.errors import JobNotRunningError
+
+
+def attach(
+    job_id: Annotated[str, typer.Argument(help="The job id.", metavar="JOBID")],
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The command to run, after --; none: an interactive shell.", metavar="CMD"
+        ),
+    ] = None,
+    node: Annotated[
+        str, typer.Option("--node", help="head (default), or a node index K (0 is the head).")
+    ] = "head",
+) -> int:
+    """Open a shell (or run CMD) on a node of a running job, in the job's container and
+    environment, with RAY_ADDRESS set to its Ray cluster; exits with CMD's exit code."""
+    from nrl_launch import runner
+    from nrl_launch.jobs import query, record
+    from nrl_launch.jobs.status import find_log_dir
+
+    rec = record.load(job_id, paths.state_dir(os.environ))
+    index = rec.node_index(node)
+    query.require_running(rec, "attach to")
+    # Written by the job when it starts, with its nodes: the same script users run by hand.
+    script = find_log_dir(Path(rec.log_dir)) / f"{rec.job_id}-attach.sh"
+    if not script.is_file():
+        raise JobNotRunningError(
+            f"job {rec.job_id} has not written {script.name} yet (it is starting): try again"
+        )
+    runner.become(["bash", str(script), str(index), "--", *(command or [])])

@@ -1,0 +1,42 @@
+"""`nrl-launch dashboard`: where a running job's Ray dashboard is, and the ssh tunnel that
+reaches it from a laptop through this (login) node."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from typing import Annotated
+
+import typer
+
+from nrl_launch import output, paths
+
+
+def dashboard(
+    job_id: Annotated[str, typer.Argument(help="The job id.", metavar="JOBID")],
+    json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
+) -> int:
+    """Print the head node, the dashboard port and the `ssh -L` command for a laptop."""
+    from nrl_launch.jobs import query, record
+
+    rec = record.load(job_id, paths.state_dir(os.environ))
+    query.require_running(rec, "open")
+    head = query.head_node(rec)
+    port = int(rec.spec["ray"]["ports"]["dashboard"])
+    # A local job's dashboard listens on this machine's loopback only.
+    target = "localhost" if rec.backend == "local" else head
+    ssh = f"ssh -N -L {port}:{target}:{port} {getpass.getuser()}@{socket.gethostname()}"
+    url = f"http://localhost:{port}"
+    if json:
+        output.emit_json(
+            "dashboard",
+            {"job_id": rec.job_id, "head_node": head, "port": port, "ssh": ssh, "url": url},
+        )
+        return 0
+    output.emit_text(
+        f"Job {rec.job_id}'s Ray dashboard: {head}:{port} (the head node)\n"
+        f"From your laptop, open the tunnel through this node, then browse {url}:\n"
+        f"  {ssh}"
+    )
+    return 0

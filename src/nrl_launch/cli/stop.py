@@ -1,0 +1,56 @@
+"""`nrl-launch stop`: end a job well. The job's nodes watch ENDED: writing it (with the reason
+the job script knows as a stop) makes the head stop the driver and Ray, every worker stop Ray,
+and an interactive job end COMPLETED."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nrl_launch import output, paths
+from nrl_launch.errors import JobNotRunningError
+
+# The job script's stop_requested() looks for this prefix.
+STOP_REASON = "stop requested by {user} with nrl-launch stop"
+
+
+def stop(
+    job_ids: Annotated[list[str], typer.Argument(help="Job ids to stop.", metavar="JOBID")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow the jobs until they have ended.")
+    ] = False,
+) -> int:
+    """Stop jobs gracefully: Ray stops on every node; an interactive job ends COMPLETED, a
+    batch job's driver gets SIGTERM and the job ends with its exit code."""
+    from nrl_launch.jobs import query, record
+    from nrl_launch.jobs.status import find_log_dir
+
+    state = paths.state_dir(os.environ)
+    records = [record.load(job_id, state) for job_id in job_ids]
+    for rec in records:
+        found = query.require_running(rec, "stop")
+        ended = find_log_dir(Path(rec.log_dir)) / "ENDED"
+        try:
+            # O_EXCL, as the job's own end_job: the first reason written is the one that counts.
+            fd = os.open(ended, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            output.warn(f"job {rec.job_id} is already ending: {found.detail}")
+            continue
+        except OSError as exc:
+            raise JobNotRunningError(
+                f"cannot write {ended} ({exc.strerror}): has job {rec.job_id} started?"
+            ) from None
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(STOP_REASON.format(user=getpass.getuser()) + "\n")
+        output.emit_text(
+            f"Stopping job {rec.job_id}: Ray stops on every node (nrl-launch status {rec.job_id})"
+        )
+    if not wait:
+        return 0
+    from nrl_launch.cli.status import follow
+
+    return follow(records)
