@@ -36,6 +36,10 @@ def status(
     if watch:
         return follow(records)
     found = query.statuses(records)
+    for rec, s in zip(records, found, strict=True):
+        if len(s.log_dirs) > 1 and s.log_dirs != rec.runs:
+            # A requeued job: its record keeps every run's log dir, not just the first.
+            record.save(rec.model_copy(update={"runs": s.log_dirs}), state)
     if json:
         output.emit_json("status", {"jobs": [status_object(s) for s in found]})
     else:
@@ -52,7 +56,8 @@ def status_object(s: JobStatus) -> dict[str, Any]:
 
 
 def _line(s: JobStatus) -> str:
-    return f"{s.job_id}  {s.phase.value:<9}  {s.detail}   (logs: {s.log_dir})"
+    run = f", run {len(s.log_dirs)} after a requeue" if len(s.log_dirs) > 1 else ""
+    return f"{s.job_id}  {s.phase.value:<9}  {s.detail}   (logs: {s.log_dir}{run})"
 
 
 def follow(records: list[JobRecord], *, quiet: bool = False) -> int:

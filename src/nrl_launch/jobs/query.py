@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nrl_launch import runner
 from nrl_launch.errors import JobNotRunningError, SchedulerError
+from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord
 from nrl_launch.jobs.status import (
     SACCT_FIELDS,
@@ -21,6 +22,7 @@ from nrl_launch.jobs.status import (
     parse_squeue,
     phase_of,
     read_log_dir,
+    run_log_dirs,
     slurm_phase,
 )
 
@@ -123,20 +125,25 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
             views[rec.job_id] = local_view(rec, find_log_dir(Path(rec.log_dir)))
     result = []
     for rec in records:
-        logs = read_log_dir(find_log_dir(Path(rec.log_dir)))
-        phase, detail = phase_of(views.get(rec.job_id), logs, rec.nodes)
+        runs = run_log_dirs(Path(rec.log_dir))
+        logs = read_log_dir(runs[-1])
         view = views.get(rec.job_id)
+        phase, detail = phase_of(view, logs, rec.nodes)
+        # Only a failed job's logs are searched: a running job's may be large and growing.
+        cause = diagnose(logs.log_dir) if phase is Phase.FAILED and logs.log_dir else None
         result.append(
             JobStatus(
                 job_id=rec.job_id,
                 phase=phase,
-                detail=detail,
+                detail=f"{detail}; likely cause: {cause}" if cause else detail,
                 exit_code=view.exit_code if view and phase.terminal else None,
                 slurm_state=view.state if view else None,
                 log_dir=str(logs.log_dir or rec.log_dir),
                 nodes_joined=logs.nodes,
                 nodes_expected=rec.nodes,
                 driver_tail=_driver_tail(logs.log_dir, tail),
+                log_dirs=[str(p) for p in runs if p.is_dir()],
+                cause=cause,
             )
         )
     return result

@@ -2,7 +2,7 @@
 
 Schema versions:
     1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec,
-       and (optional, local backend) pid
+       and optional: pid (local backend), runs (every run's log dir once the job was requeued)
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class JobRecord(BaseModel):
     argv: list[str]
     spec: dict[str, Any]
     pid: int | None = None  # the local backend's job process
+    runs: list[str] = []  # every run's log dir, first first, once `status` saw a requeue
 
     def node_index(self, value: str, also: str = "") -> int:
         """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted

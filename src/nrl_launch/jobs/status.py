@@ -26,6 +26,7 @@ __all__ = [
     "parse_squeue",
     "phase_of",
     "read_log_dir",
+    "run_log_dirs",
     "slurm_phase",
 ]
 
@@ -115,6 +116,8 @@ class JobStatus:
     nodes_joined: int | None = None
     nodes_expected: int | None = None
     driver_tail: list[str] = field(default_factory=list)
+    log_dirs: list[str] = field(default_factory=list)  # every run's, first first (requeues)
+    cause: str | None = None  # for a failed job: the known signature its logs show
 
     @property
     def over(self) -> bool:
@@ -192,15 +195,21 @@ def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
     return views
 
 
-def find_log_dir(log_dir: Path) -> Path:
-    """The newest run's log dir: a requeued job writes <JOBID>-<N>-logs next to <JOBID>-logs."""
+def run_log_dirs(log_dir: Path) -> list[Path]:
+    """Every run's log dir, first run first: a requeued job writes <JOBID>-<N>-logs (N = the
+    restart) next to <JOBID>-logs."""
     job = log_dir.name.removesuffix("-logs")
-    restarts = [
+    restarts = sorted(
         (int(p.name[len(job) + 1 : -len("-logs")]), p)
         for p in log_dir.parent.glob(f"{job}-*-logs")
         if p.name[len(job) + 1 : -len("-logs")].isdigit()
-    ]
-    return max(restarts)[1] if restarts else log_dir
+    )
+    return [log_dir] + [path for _, path in restarts]
+
+
+def find_log_dir(log_dir: Path) -> Path:
+    """The newest run's log dir."""
+    return run_log_dirs(log_dir)[-1]
 
 
 def read_log_dir(log_dir: Path) -> LogView:

@@ -1,0 +1,71 @@
+"""Why a job failed, from the known signatures in its logs: one cause and the file and line
+that show it. Pure apart from reading the log dir."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["SIGNATURES", "diagnose"]
+
+# Most specific first: a version mismatch also makes nodes fail to join, and so on.
+SIGNATURES: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"Version mismatch: The cluster was started with"),
+        "Ray or Python versions differ between nodes: use one container or venv everywhere",
+    ),
+    (
+        re.compile(r"already (?:in use|occupied)|Address already in use"),
+        "a port is already in use: another Ray or job holds it; change ray.ports",
+    ),
+    (
+        re.compile(r"ray is not on PATH|ray: command not found|No module named '?ray'?\b"),
+        "Ray is missing from the node's environment: check container.image or the setup command",
+    ),
+    (
+        re.compile(r"FileNotFoundError.*run_config\.yaml"),
+        "the HF cache is not on storage every node sees: set caches.hf_home to a shared path",
+    ),
+    (
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|out of memory|oom-kill|OOM killer",
+            re.IGNORECASE,
+        ),
+        "out of memory",
+    ),
+    (
+        re.compile(r"not every node joined within"),
+        "a node never joined the Ray cluster: see its ray-worker-K.log",
+    ),
+]
+
+# The end of a log is where a failure shows; a multi-GB driver log is not read whole.
+_TAIL_BYTES = 1 << 20
+
+
+def _tail(path: Path) -> tuple[str, bool]:
+    """The end of the file, and whether that is the whole file."""
+    try:
+        with open(path, "rb") as f:
+            start = max(0, path.stat().st_size - _TAIL_BYTES)
+            f.seek(start)
+            return f.read().decode("utf-8", errors="replace"), start == 0
+    except OSError:
+        return "", True
+
+
+def diagnose(log_dir: Path) -> str | None:
+    """`cause (see FILE line N)` for the first known signature found, or None."""
+    files = [log_dir / "ENDED", log_dir / "ray-driver.log", log_dir / "ray-head.log"]
+    files += sorted(log_dir.glob("ray-worker-*.log"))
+    texts = [(path.name, *_tail(path)) for path in files]
+    for pattern, cause in SIGNATURES:
+        for name, text, whole in texts:
+            match = pattern.search(text)
+            if not match:
+                continue
+            if name == "ENDED":  # the job's own words already name the log to read
+                return cause
+            where = f"line {text.count(chr(10), 0, match.start()) + 1}" if whole else "near the end"
+            return f"{cause} (see {name} {where})"
+    return None
