@@ -27,8 +27,8 @@ def test_a_known_signature_is_named_with_the_file_and_line(
     directory.mkdir()
     (directory / "ray-head.log").write_text("[nrl-launch] head on node0\n")
     shutil.copy(RAY / fixture, directory / log)
-    found = diagnose(directory)
-    assert found is not None and found.startswith(cause), found
+    found = str(diagnose(directory))
+    assert found.startswith(cause), found
     line = next(
         i
         for i, text in enumerate((RAY / fixture).read_text().splitlines(), 1)
@@ -44,7 +44,7 @@ def test_the_hf_cache_signature_of_the_seed(tmp_path: Path) -> None:
         "step 0\nFileNotFoundError: [Errno 2] No such file or directory: "
         "'/root/.cache/huggingface/nemo_rl/model/run_config.yaml'\n"
     )
-    assert diagnose(directory) == (
+    assert str(diagnose(directory)) == (
         "the HF cache is not on storage every node sees: set caches.hf_home to a shared path "
         "(see ray-driver.log line 2)"
     )
@@ -56,7 +56,9 @@ def test_the_job_s_own_reason_needs_no_file(tmp_path: Path) -> None:
     (directory / "ENDED").write_text(
         "not every node joined within 60s: node2 (node 2) missing; see ray-worker-2.log\n"
     )
-    assert diagnose(directory) == "a node never joined the Ray cluster: see its ray-worker-K.log"
+    assert (
+        str(diagnose(directory)) == "a node never joined the Ray cluster: see its ray-worker-K.log"
+    )
 
 
 def test_no_known_signature_is_no_cause(tmp_path: Path) -> None:

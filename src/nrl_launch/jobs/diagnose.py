@@ -4,9 +4,19 @@ that show it. Pure apart from reading the log dir."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SIGNATURES", "diagnose"]
+__all__ = ["SIGNATURES", "Diagnosis", "diagnose"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    where: str | None = None  # "ray-head.log line 12"; None when the job's ENDED says it
+
+    def __str__(self) -> str:
+        return f"{self.cause} (see {self.where})" if self.where else self.cause
 
 # Most specific first: a version mismatch also makes nodes fail to join, and so on.
 SIGNATURES: list[tuple[re.Pattern[str], str]] = [
@@ -54,8 +64,8 @@ def _tail(path: Path) -> tuple[str, bool]:
         return "", True
 
 
-def diagnose(log_dir: Path) -> str | None:
-    """`cause (see FILE line N)` for the first known signature found, or None."""
+def diagnose(log_dir: Path) -> Diagnosis | None:
+    """The first known signature found in the job's ENDED and logs, or None."""
     files = [log_dir / "ENDED", log_dir / "ray-driver.log", log_dir / "ray-head.log"]
     files += sorted(log_dir.glob("ray-worker-*.log"))
     texts = [(path.name, *_tail(path)) for path in files]
@@ -64,8 +74,8 @@ def diagnose(log_dir: Path) -> str | None:
             match = pattern.search(text)
             if not match:
                 continue
-            if name == "ENDED":  # the job's own words already name the log to read
-                return cause
+            if name == "ENDED":  # the job's own words say it, and name the log to read
+                return Diagnosis(cause)
             where = f"line {text.count(chr(10), 0, match.start()) + 1}" if whole else "near the end"
-            return f"{cause} (see {name} {where})"
+            return Diagnosis(cause, f"{name} {where}")
     return None

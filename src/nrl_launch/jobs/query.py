@@ -130,12 +130,14 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
         view = views.get(rec.job_id)
         phase, detail = phase_of(view, logs, rec.nodes)
         # Only a failed job's logs are searched: a running job's may be large and growing.
-        cause = diagnose(logs.log_dir) if phase is Phase.FAILED and logs.log_dir else None
+        found = diagnose(logs.log_dir) if phase is Phase.FAILED and logs.log_dir else None
+        if found and found.where:  # found in a log: ENDED's reason does not say it yet
+            detail = f"{detail}; likely cause: {found}"
         result.append(
             JobStatus(
                 job_id=rec.job_id,
                 phase=phase,
-                detail=f"{detail}; likely cause: {cause}" if cause else detail,
+                detail=detail,
                 exit_code=view.exit_code if view and phase.terminal else None,
                 slurm_state=view.state if view else None,
                 log_dir=str(logs.log_dir or rec.log_dir),
@@ -143,7 +145,7 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
                 nodes_expected=rec.nodes,
                 driver_tail=_driver_tail(logs.log_dir, tail),
                 log_dirs=[str(p) for p in runs if p.is_dir()],
-                cause=cause,
+                cause=str(found) if found else None,
             )
         )
     return result
