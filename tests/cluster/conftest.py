@@ -7,6 +7,7 @@ The jobs take Ray from the `ray_venv` fixture (tests/conftest.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,3 +51,57 @@ def cluster_job(
         "--time",
         "10",
     ]
+
+
+def _node_namespaces() -> dict[str, str]:
+    """Each dev-cluster node's PID namespace, by node name (from the pid files `up` writes)."""
+    run = Path(os.environ.get("DEV_CLUSTER_DIR", "/var/lib/nrl-dev-cluster")) / "run"
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    spaces = {}
+    for pid_file in run.glob("node-*.pid"):
+        # The pid file names `unshare`; its child is PID 1 of the node's namespace.
+        for child in children.get(int(pid_file.read_text()), []):
+            spaces[pid_file.stem.removeprefix("node-")] = str(
+                Path(f"/proc/{child}/ns/pid").readlink()
+            )
+    return spaces
+
+
+def _node_table() -> list[tuple[str, int, str]]:
+    """(node, pid as this machine sees it, command name) of every process on every node."""
+    spaces = {ns: name for name, ns in _node_namespaces().items()}
+    table = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            name = spaces.get(str((proc / "ns" / "pid").readlink()))
+            comm = (proc / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name:
+            table.append((name, int(proc.name), comm))
+    return table
+
+
+def node_pids(node: str, comm: str) -> list[int]:
+    """The pids (as this machine sees them) of `comm` processes on `node`."""
+    return [pid for name, pid, command in _node_table() if name == node and command == comm]
+
+
+def node_processes() -> dict[str, list[str]]:
+    """What runs on each node besides the node itself (its PID-1 shell and slurmd): after a
+    job has ended, anything here is an orphan."""
+    found: dict[str, list[str]] = {name: [] for name in _node_namespaces()}
+    for name, _, comm in _node_table():
+        if comm not in ("sh", "slurmd"):
+            found[name].append(comm)
+    return found
+
+
+def nodes_are_clean() -> bool:
+    return not any(node_processes().values())

@@ -18,6 +18,7 @@ class Diagnosis:
     def __str__(self) -> str:
         return f"{self.cause} (see {self.where})" if self.where else self.cause
 
+
 # Most specific first: a version mismatch also makes nodes fail to join, and so on.
 SIGNATURES: list[tuple[re.Pattern[str], str]] = [
     (
