@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,37 @@ def test_cancel_never_signals_a_process_that_is_not_the_job(
     finally:
         stranger.kill()
         stranger.wait()
+
+
+@pytest.mark.usefixtures("here")
+def test_local_interactive_attach_dashboard_and_stop(cli: Cli) -> None:
+    job_id = cli(
+        "submit", "--backend", "local", "--interactive", "-q", "--gpus-per-node", "1"
+    ).out.strip()
+    try:
+        wait_until(lambda: "all 1 nodes joined" in cli("status", job_id).out)
+        attached = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nrl_launch",
+                "attach",
+                job_id,
+                "--",
+                "bash",
+                "-c",
+                'echo "$RAY_ADDRESS"; python -c "import ray; ray.init(); print(len(ray.nodes()))"',
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert attached.returncode == 0, attached.stderr
+        assert attached.stdout.split() == ["127.0.0.1:1200", "1"]
+        dashboard = json.loads(cli("dashboard", job_id, "--json").out)
+        assert dashboard["ssh"].startswith("ssh -N -L 8265:localhost:8265 ")
+        assert cli("stop", job_id, "--wait").code == 0
+        assert "COMPLETED  stop requested by" in cli("status", job_id).out
+        wait_until(lambda: not ray_processes())
+    finally:
+        cli("cancel", job_id)

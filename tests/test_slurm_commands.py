@@ -195,3 +195,52 @@ def test_logs_tail(
     (tmp_path / "logs" / "13-logs" / "ray-driver.log").write_text("a\nb\nc\n")
     result = cli("logs", "13", *tail)
     assert (result.code, result.out) == (0, expected)
+
+
+def test_attach_stop_dashboard_refuse_a_pending_job(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="12\n")
+    cli("submit", "-q", *JOB)
+    slurm.answer("squeue", stdout=(DATA / "squeue-pending-running.txt").read_text())
+    for command in (["attach", "12", "--", "hostname"], ["stop", "12"], ["dashboard", "12"]):
+        result = cli(*command)
+        assert result.code == 5, (command, result.err)
+        assert "job 12 has not started (waiting for resources (Resources))" in result.err
+    assert not [c for c in slurm.calls() if c.startswith(("srun", "scancel"))]
+
+
+def test_attach_refuses_a_node_the_job_does_not_have(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="11\n")
+    cli("submit", "-q", *JOB)
+    result = cli("attach", "11", "--node", "2", "--", "hostname")
+    assert result.code == 2
+    assert result.err == "nrl-launch: error: --node '2': expected head, or a node index 0..1\n"
+    assert [c for c in slurm.calls() if not c.startswith("sbatch")] == []  # asked nothing
+
+
+def test_stop_writes_the_reason_the_job_script_stops_on(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    slurm.answer("sbatch", stdout="11\n")
+    cli("submit", "-q", "--log-dir", str(tmp_path / "logs"), *JOB)
+    (tmp_path / "logs" / "11-logs").mkdir()
+    slurm.answer("squeue", stdout="11|RUNNING|None|2|node[0-1]\n")
+    assert cli("stop", "11").code == 0
+    ended = (tmp_path / "logs" / "11-logs" / "ENDED").read_text()
+    # What the rendered script's stop_requested() greps for.
+    rendered = cli("render", *JOB).out
+    assert "grep -qs '^stop requested'" in rendered and ended.startswith("stop requested by ")
+    second = cli("stop", "11")  # the first reason stays; the second stop only says so
+    assert second.code == 0 and "job 11 is already ending" in second.err
+    assert (tmp_path / "logs" / "11-logs" / "ENDED").read_text() == ended
+
+
+def test_dashboard_prints_the_tunnel_to_the_head(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="11\n")
+    cli("submit", "-q", "--set", "ray.ports.dashboard=9265", *JOB)
+    slurm.answer("squeue", stdout="11|RUNNING|None|2|gpu[007-008]\n")
+    slurm.answer("scontrol", stdout="gpu007\ngpu008\n")
+    result = cli("dashboard", "11")
+    assert result.code == 0, result.err
+    assert "Job 11's Ray dashboard: gpu007:9265 (the head node)" in result.out
+    assert "ssh -N -L 9265:gpu007:9265 " in result.out
+    assert "scontrol show hostnames gpu[007-008]" in slurm.calls()

@@ -7,6 +7,7 @@ The jobs take Ray from the `ray_venv` fixture (tests/conftest.py).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, unavailable
+from tests.conftest import REPO, Cli, unavailable
 
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
+# A 2-node job on node0 (the head) and node1, whichever nodes an earlier job still holds.
+ON_NODE0_AND_1 = ["--nodes", "2", "--set", "slurm.exclude=node[2-3]"]
 
 
 @pytest.fixture(scope="session")
@@ -105,3 +108,10 @@ def node_processes() -> dict[str, list[str]]:
 
 def nodes_are_clean() -> bool:
     return not any(node_processes().values())
+
+
+def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
+    """`status JOBID --json`'s object for the job."""
+    result = cli("status", job_id, "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)["jobs"][0]  # type: ignore[no-any-return]

@@ -18,19 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import node_pids, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, node_pids, nodes_are_clean
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
 SLEEPER = ["--", "python", "-c", "import ray, time; ray.init(address='auto'); time.sleep(600)"]
 # A fault that hangs would show as this: the job's time limit is 10 minutes.
 ENDS_SOON_S = 90.0
-
-
-def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
-    result = cli("status", job_id, "--json")
-    assert result.code == 0, result.err
-    return json.loads(result.out)["jobs"][0]  # type: ignore[no-any-return]
 
 
 def ended_after(cli: Cli, job_id: str, fault_at: float | None, case: str) -> dict:  # type: ignore[type-arg]
@@ -59,8 +53,7 @@ def ended_after(cli: Cli, job_id: str, fault_at: float | None, case: str) -> dic
 
 
 def submit(cli: Cli, job: list[str], *args: str) -> str:
-    """A 2-node job on node0 (the head) and node1, whatever else ran just before."""
-    result = cli("submit", "-q", "--nodes", "2", "--set", "slurm.exclude=node[2-3]", *job, *args)
+    result = cli("submit", "-q", *ON_NODE0_AND_1, *job, *args)
     assert result.code == 0, result.err
     return result.out.strip()
 

@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
 from tests.conftest import EXAMPLES, Cli, ray_processes, wait_until
 
 pytestmark = pytest.mark.cluster
 CHECK = str(EXAMPLES / "cluster_check.py")
 CLI = [sys.executable, "-m", "nrl_launch"]
-
-
-def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
-    result = cli("status", job_id, "--json")
-    assert result.code == 0, result.err
-    return json.loads(result.out)["jobs"][0]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
@@ -63,7 +58,7 @@ def test_batch_job_places_one_actor_per_gpu(cli: Cli, cluster_job: list[str], no
         assert (log_dir / name).exists(), name
     workers = sorted(p.name for p in log_dir.glob("ray-worker-*.log"))
     assert workers == sorted(f"ray-worker-{k}.log" for k in range(1, nodes))
-    wait_until(lambda: not ray_processes(), timeout=30)
+    wait_until(nodes_are_clean, 60)
 
 
 def test_failing_driver_fails_the_job_with_its_exit_code(cli: Cli, cluster_job: list[str]) -> None:
@@ -86,9 +81,12 @@ def test_failing_driver_fails_the_job_with_its_exit_code(cli: Cli, cluster_job: 
     assert "driver exited with code 3" in status["detail"]
 
 
-def test_cancel_stops_ray_on_every_node(cli: Cli, cluster_job: list[str]) -> None:
+def test_attach_to_a_batch_job_then_cancel_stops_ray_on_every_node(
+    cli: Cli, cluster_job: list[str]
+) -> None:
     sleeper = "import ray, time; ray.init(address='auto'); time.sleep(600)"
-    submitted = cli("submit", "-q", "--nodes", "2", *cluster_job, "--", "python", "-c", sleeper)
+    job = [*ON_NODE0_AND_1, *cluster_job]
+    submitted = cli("submit", "-q", *job, "--", "python", "-c", sleeper)
     assert submitted.code == 0, submitted.err
     job_id = submitted.out.strip()
     wait_until(
@@ -98,9 +96,18 @@ def test_cancel_stops_ray_on_every_node(cli: Cli, cluster_job: list[str]) -> Non
         )
     )
     assert ray_processes()
+    # Live debugging of a batch job: a command on worker 1, in the job's Ray cluster.
+    count = "import ray, socket; ray.init(); print(socket.gethostname(), len(ray.nodes()))"
+    attached = subprocess.run(
+        [*CLI, "attach", job_id, "--node", "1", "--", "python", "-c", count],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (attached.returncode, attached.stdout.split()) == (0, ["node1", "2"]), attached.stderr
     assert cli("cancel", job_id).code == 0
     wait_until(lambda: job_status(cli, job_id)["phase"] == "CANCELLED", timeout=60)
-    wait_until(lambda: not ray_processes(), timeout=30)
+    wait_until(nodes_are_clean, 60)  # every node's process table, not just Ray's daemons
     assert "cancelled" in job_status(cli, job_id)["detail"]
 
 
@@ -114,7 +121,7 @@ def test_status_says_pending_with_slurm_s_reason(cli: Cli, cluster_job: list[str
         assert "Resources" in status["detail"] or "Priority" in status["detail"]
     finally:
         cli("cancel", holder, waiting)
-    wait_until(lambda: not ray_processes(), timeout=60)
+    wait_until(nodes_are_clean, 60)
 
 
 def test_status_and_logs_follow_every_phase(
@@ -182,5 +189,10 @@ def test_time_limit_ends_the_job_as_timeout(cli: Cli, cluster_job: list[str]) ->
     sleeper = ["--", "python", "-c", "import time; time.sleep(600)"]
     job_id = cli("submit", "-q", "--nodes", "2", *job, *sleeper).out.strip()
     wait_until(lambda: job_status(cli, job_id)["phase"] == "TIMEOUT", timeout=240)
-    assert "time limit" in job_status(cli, job_id)["detail"]
-    wait_until(lambda: not ray_processes(), timeout=60)
+    status = job_status(cli, job_id)
+    assert "time limit" in status["detail"]
+    wait_until(nodes_are_clean, 60)
+    log_dir = Path(status["log_dir"])  # the logs say how it ended, on every node
+    for name in ("ray-head.log", "ray-worker-1.log"):
+        assert "stopping Ray" in (log_dir / name).read_text(), name
+    assert "ended" in json.loads((log_dir / "timings.json").read_text())["phases"]

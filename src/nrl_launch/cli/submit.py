@@ -82,6 +82,13 @@ def submit(
             f"  nrl-launch status {job_id}    nrl-launch logs {job_id} -f    "
             f"nrl-launch cancel {job_id}"
         )
+        if spec.interactive:
+            attach_script = f"{rec.log_dir}/{job_id}-attach.sh"
+            output.emit_text(
+                f"  Once it runs: nrl-launch attach {job_id} [--node K] [-- CMD], or ray.sub's\n"
+                f"    bash {attach_script} [K]    COMMAND='ray status' bash {attach_script} [K]\n"
+                f"  Stop it with nrl-launch stop {job_id}"
+            )
     if not wait:
         return 0
     from nrl_launch.cli.status import follow, status_object
