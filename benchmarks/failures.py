@@ -47,6 +47,7 @@ def main() -> int:
                 ],
                 cwd=REPO,
                 env=dict(os.environ, NRL_FAULT_TIMES=str(times)),
+                stdout=sys.stderr,  # stdout is the table
             )
             if done.returncode != 0:
                 return done.returncode
