@@ -119,15 +119,16 @@ PYXIS_FLAGS = {
 PYXIS_JOBS = [j for j in JOBS if "--container-image=" in golden_path(j).read_text()]
 
 
-def container_args(job: Path, *call: str) -> dict[str, str]:
-    """What the golden's own set_container_args, run in bash with `call`, gives srun."""
+def container_args(script_path: Path, *call: str) -> dict[str, str]:
+    """What the script's own set_container_args, run in bash (set -u, with only what the job
+    script or its attach script sets) with `call`, gives srun."""
     script = (
         'eval "$(sed -n "/^set_container_args() {/,/^}/p" "$1")"\n'
-        "NRL_LOG_DIR=/shared/logs/77-logs SLURM_SUBMIT_DIR=/submit\n"
+        "set -u; NRL_LOG_DIR=/shared/logs/77-logs NRL_SUBMIT_DIR=/submit\n"
         'set_container_args "${@:2}" && printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"\n'
     )
     done = subprocess.run(
-        ["bash", "-c", script, "bash", str(golden_path(job)), *call],
+        ["bash", "-c", script, "bash", str(script_path), *call],
         capture_output=True,
         text=True,
         check=True,
@@ -140,7 +141,7 @@ def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
     """Run the golden's own set_container_args in bash: every argument it gives srun is a pyxis
     flag, the image and workdir are set, and every mount (the log dir included) is SRC:DST[:FLAGS]
     with absolute paths."""
-    args = container_args(job, "ray-head")
+    args = container_args(golden_path(job), "ray-head")
     assert set(args) <= PYXIS_FLAGS, set(args) - PYXIS_FLAGS
     assert args["--container-image"] and args["--container-workdir"].startswith("/")
     assert args["--container-name"] == "ray-head"
@@ -155,9 +156,19 @@ def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
 def test_golden_attach_reenters_the_named_container_without_an_image(job: Path) -> None:
     """Attach names the node's container and gives no image: pyxis enters the container the
     job's step made, importing (pulling) nothing."""
-    args = container_args(job, "ray-worker", "attach")
+    args = container_args(golden_path(job), "ray-worker", "attach")
     assert set(args) <= PYXIS_FLAGS and "--container-image" not in args
     assert args["--container-name"] == "ray-worker"
+
+
+def test_attach_without_a_container_workdir_runs_on_a_login_node(cli: Cli, tmp_path: Path) -> None:
+    """No container.workdir: the workdir is the submit dir, which attach knows from its script
+    (no SLURM_SUBMIT_DIR on a login node)."""
+    script = tmp_path / "job.sbatch"
+    image = "nvcr.io/nvidia/nemo-rl:v0.5.0"
+    assert cli("render", "--interactive", "--container", image, "-o", str(script)).code == 0
+    args = container_args(script, "ray-head", "attach")
+    assert args["--container-workdir"] == "/submit" and "--container-image" not in args
 
 
 def test_some_example_uses_pyxis() -> None:

@@ -133,7 +133,7 @@ def test_submit_status_logs_list_never_import_ray(slurm: FakeSlurm, tmp_path: Pa
     assert "nrl_launch.cli.submit" in submit and "ray" not in roots(submit)
     (tmp_path / "logs" / "8-logs").mkdir()
     (tmp_path / "logs" / "8-logs" / "ray-driver.log").write_text("step 1\n")
-    for args in (["status", "8"], ["list"], ["logs", "8"], ["cancel", "8"]):
+    for args in (["status", "8"], ["list"], ["logs", "8"], ["stop", "8"], ["cancel", "8"]):
         slurm.answer("scancel")
         assert "ray" not in roots(imported(*args)), args
 

@@ -71,12 +71,12 @@ def spawn(argv: list[str], *, cwd: Path, output: Path) -> int:
     return int(done.stdout.strip())
 
 
-def become(argv: list[str]) -> NoReturn:
-    """Replace this process with `argv` (attach): the terminal, Ctrl-C and the exit code are
-    the program's own, with no Python in between."""
+def become(argv: list[str], env: dict[str, str]) -> NoReturn:
+    """Replace this process with `argv` run in `env` (attach): the terminal, Ctrl-C and the
+    exit code are the program's own, with no Python in between."""
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, env)
     except OSError as exc:
         raise SchedulerError(f"cannot run {argv[0]}: {exc.strerror}") from None

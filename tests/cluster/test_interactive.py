@@ -82,7 +82,8 @@ def test_attach_opens_a_shell_in_a_terminal(interactive: str) -> None:
     """The pty path, driven through tmux: type a command in the attached shell, read it back."""
     tmux = need_tool("tmux")
     session = f"nrl-attach-{interactive}"
-    command = shlex.join([*CLI, "attach", interactive])
+    # ray.sub users export COMMAND for their training run: attach without -- still opens a shell.
+    command = shlex.join(["env", "COMMAND=echo hijacked", *CLI, "attach", interactive])
     subprocess.run(
         [tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", command], check=True
     )
@@ -103,6 +104,7 @@ def test_attach_opens_a_shell_in_a_terminal(interactive: str) -> None:
             [tmux, "send-keys", "-t", session, "env | grep ^RAY_ADDRESS", "Enter"], check=True
         )
         wait_until(lambda: "RAY_ADDRESS=10.77.0.10:1200" in screen(), timeout=60)
+        assert "hijacked" not in screen()
         subprocess.run([tmux, "send-keys", "-t", session, "exit", "Enter"], check=True)
     finally:
         subprocess.run([tmux, "kill-session", "-t", session], capture_output=True)
@@ -128,6 +130,23 @@ def test_stop_ends_an_interactive_job_completed(cli: Cli, interactive: str) -> N
     wait_until(nodes_are_clean, 60)
     again = cli("attach", interactive, "--", "hostname")
     assert again.code == 5 and "has ended (COMPLETED" in again.err
+
+
+def test_stop_of_a_batch_job_stops_its_driver_and_completes(
+    cli: Cli, cluster_job: list[str]
+) -> None:
+    sleeper = "import ray, time; ray.init(address='auto'); time.sleep(600)"
+    job = [*ON_NODE0_AND_1, *cluster_job, "--", "python", "-c", sleeper]
+    job_id = cli("submit", "-q", *job).out.strip()
+    wait_until(lambda: "driver running" in job_status(cli, job_id)["detail"])
+    assert cli("stop", job_id, "--wait").code == 0
+    status = job_status(cli, job_id)
+    assert status["phase"] == "COMPLETED" and status["detail"].startswith("stop requested by ")
+    head_log = (Path(status["log_dir"]) / "ray-head.log").read_text()
+    # The driver got SIGTERM (ray.init's handler exits 15) and the job still ended well.
+    assert "stopping the driver: stop requested by" in head_log
+    assert "the driver stopped with code 15" in head_log
+    wait_until(nodes_are_clean, 60)
 
 
 def test_cancel_stops_ray_on_every_node_and_keeps_the_logs(cli: Cli, interactive: str) -> None:

@@ -40,4 +40,7 @@ def attach(
         raise JobNotRunningError(
             f"job {rec.job_id} has not written {script.name} yet (it is starting): try again"
         )
-    runner.become(["bash", str(script), str(index), "--", *(command or [])])
+    # The attach script also reads ray.sub's COMMAND; a user's exported COMMAND (their
+    # training command, say) must not replace the shell they asked for.
+    env = {name: value for name, value in os.environ.items() if name != "COMMAND"}
+    runner.become(["bash", str(script), str(index), "--", *(command or [])], env)

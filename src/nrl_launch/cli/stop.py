@@ -31,8 +31,9 @@ def stop(
 
     state = paths.state_dir(os.environ)
     records = [record.load(job_id, state) for job_id in job_ids]
-    for rec in records:
-        found = query.require_running(rec, "stop")
+    # Every job is checked before any is stopped: all of them, or none and one clear line.
+    running = [(rec, query.require_running(rec, "stop")) for rec in records]
+    for rec, found in running:
         ended = find_log_dir(Path(rec.log_dir)) / "ENDED"
         try:
             # O_EXCL, as the job's own end_job: the first reason written is the one that counts.
