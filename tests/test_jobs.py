@@ -170,3 +170,16 @@ def test_parse_scontrol_job_finished_jobs() -> None:
     done = parse_scontrol_job((DATA / "scontrol-show-job-completed.txt").read_text())
     assert done["1"] == SchedulerView(state="COMPLETED", exit_code=0, signal=0)
     assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified\n") == {}
+
+
+def test_a_local_job_mid_exec_still_counts_as_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/PID/cmdline reads empty while the job's process execs (bash -c, setsid, bash):
+    seen on every start, it once made `submit --wait` report a just-started job as ended."""
+    from nrl_launch.jobs import query
+
+    rec = make_record("local-1").model_copy(update={"pid": 4242, "script_path": "/s/job.sh"})
+    reads = iter([b"", b"", b"bash\0/s/job.sh\0local-1\0"])
+    monkeypatch.setattr(Path, "read_bytes", lambda _self: next(reads))
+    assert query.local_job_running(rec)
+    monkeypatch.setattr(Path, "read_bytes", lambda _self: b"")  # a zombie, or a kernel thread
+    assert not query.local_job_running(rec)

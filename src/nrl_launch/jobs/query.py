@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,11 +112,17 @@ def local_job_running(rec: JobRecord) -> bool:
     pid is reused once its process is gone; signalling a stranger must never happen)."""
     if rec.pid is None:
         return False
-    try:
-        argv = Path(f"/proc/{rec.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return os.fsencode(rec.script_path) in argv
+    for _ in range(20):
+        try:
+            cmdline = Path(f"/proc/{rec.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if cmdline:
+            return os.fsencode(rec.script_path) in cmdline.split(b"\0")
+        # Empty while the process execs (the job starts as bash -c, then setsid, then bash):
+        # a moment later it reads again. A zombie or kernel thread stays empty: not the job.
+        time.sleep(0.01)
+    return False
 
 
 def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
