@@ -1,6 +1,6 @@
 """`nrl-launch stop`: end a job well. The job's nodes watch ENDED: writing it (with the reason
 the job script knows as a stop) makes the head stop the driver and Ray, every worker stop Ray,
-and an interactive job end COMPLETED."""
+and the job end COMPLETED."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def stop(
         bool, typer.Option("--wait", help="Follow the jobs until they have ended.")
     ] = False,
 ) -> int:
-    """Stop jobs gracefully: Ray stops on every node; an interactive job ends COMPLETED, a
-    batch job's driver gets SIGTERM and the job ends with its exit code."""
+    """Stop jobs gracefully: a batch job's driver gets SIGTERM (and 30 s), Ray stops on every
+    node, and the job ends COMPLETED."""
     from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir
 
