@@ -97,27 +97,47 @@ def test_head_port_taken_fails_at_once(cli: Cli, cluster_job: list[str]) -> None
     wait_until(nodes_are_clean, 60)
 
 
-def test_head_without_ray_fails_naming_the_node(
-    cli: Cli, cluster_job: list[str], ray_venv: Path
+# A node's setup breaks it as the job starts: (case, node 0's setup, the others', what status
+# says, the likely cause it names). ACTIVATE stands for activating Ray's venv.
+BROKEN_SETUPS = [
+    (
+        "1. ray missing on the head",
+        "export PATH=/usr/bin:/bin",
+        "ACTIVATE",
+        "ray is not on PATH on node 0 (node0)",
+        "Ray is missing from the node's environment",
+    ),
+    (
+        "2. worker setup fails",
+        "ACTIVATE",
+        "false",
+        "the setup command failed on node 1 (node1)",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "head", "worker", "detail", "cause"), BROKEN_SETUPS, ids=[c[0] for c in BROKEN_SETUPS]
+)
+def test_a_node_broken_at_start_fails_the_job_naming_it(
+    cli: Cli,
+    cluster_job: list[str],
+    ray_venv: Path,
+    case: str,
+    head: str,
+    worker: str,
+    detail: str,
+    cause: str | None,
 ) -> None:
     activate = f"source {ray_venv}/bin/activate"
-    setup = per_node_setup(head="export PATH=/usr/bin:/bin", worker=activate)
+    setup = per_node_setup(head.replace("ACTIVATE", activate), worker.replace("ACTIVATE", activate))
     job_id = submit(cli, [*cluster_job, *setup], *SLEEPER)
-    status = ended_after(cli, job_id, None, "1. ray missing on the head")
+    status = ended_after(cli, job_id, None, case)
     assert status["phase"] == "FAILED"
-    assert "ray is not on PATH on node 0 (node0)" in status["detail"]
-    assert status["cause"].startswith("Ray is missing from the node's environment")
-    wait_until(nodes_are_clean, 60)
-
-
-def test_worker_setup_failure_fails_naming_the_node(
-    cli: Cli, cluster_job: list[str], ray_venv: Path
-) -> None:
-    setup = per_node_setup(head=f"source {ray_venv}/bin/activate", worker="false")
-    job_id = submit(cli, [*cluster_job, *setup], *SLEEPER)
-    status = ended_after(cli, job_id, None, "2. worker setup fails")
-    assert status["phase"] == "FAILED"
-    assert "the setup command failed on node 1 (node1)" in status["detail"]
+    assert detail in status["detail"]
+    if cause:
+        assert status["cause"].startswith(cause)
     wait_until(nodes_are_clean, 60)
 
 
