@@ -1,0 +1,76 @@
+"""Submitting one job: write its script, hand it to sbatch (or start it here), record it.
+
+Every command that queues a job (submit, run, pull) goes through `launch`, so every job gets the
+same atomic script, the same record and the same clean-up when the scheduler refuses it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from nrl_launch import paths
+from nrl_launch.backends import Request
+from nrl_launch.errors import SchedulerError, UsageError
+from nrl_launch.jobs import record
+from nrl_launch.spec import LaunchSpec
+
+__all__ = ["RequestFor", "launch"]
+
+# (script path, job id) -> the request to run; the job id is only known ahead for local jobs.
+RequestFor = Callable[[str, str], Request]
+
+
+def launch(spec: LaunchSpec, request_for: RequestFor | None = None) -> record.JobRecord:
+    """Queue `spec` (by default as a Ray job: `backends.plan`) and return its saved record."""
+    from nrl_launch import backends, runner
+    from nrl_launch.cli.render import write_script
+
+    if request_for is None:
+
+        def request_for(script_path: str, job_id: str) -> Request:
+            return backends.plan(spec, script_path, job_id)
+
+    state = paths.state_dir(os.environ)
+    cwd = Path.cwd()
+    # A local job has no scheduler to number it: its id is its start time (ms).
+    job_id = f"local-{time.time_ns() // 1_000_000}" if spec.backend == "local" else ""
+    script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"
+    request = request_for(str(script), job_id)
+    base = cwd / spec.logs.base_dir
+    try:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        # The job's own output goes next to its log dirs: that directory must exist.
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
+    write_script(script, request.script)
+    pid = None
+    try:
+        if spec.backend == "local":
+            pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
+        else:
+            done = runner.run(list(request.argv))
+            job_id = done.stdout.strip().split(";")[0]
+            if not job_id.isdigit():
+                raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
+    except SchedulerError:
+        script.unlink(missing_ok=True)  # nothing was submitted: nothing is left behind
+        raise
+    rec = record.JobRecord(
+        job_id=job_id,
+        backend=spec.backend,
+        job_name=spec.slurm.job_name,
+        nodes=spec.slurm.nodes,
+        submitted_at=time.time(),
+        submit_dir=str(cwd),
+        log_dir=str(base.resolve() / f"{job_id}-logs"),
+        script_path=str(script),
+        argv=list(request.argv),
+        spec=spec.model_dump(mode="json"),
+        pid=pid,
+    )
+    record.save(rec, state)
+    return rec
