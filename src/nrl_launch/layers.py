@@ -242,11 +242,17 @@ def load(
     cwd: Path,
     flags: Sequence[Setting],
     sets: Sequence[str],
+    base: Sequence[Setting] = (),
 ) -> Resolved:
-    """Read every layer and resolve the spec. The order of this list is the precedence."""
+    """Read every layer and resolve the spec. The order of this list is the precedence.
+
+    `base` sits just above the built-in defaults: a command's own defaults (doctor and plan
+    need no driver, so they default to an interactive job).
+    """
     profile_path = find_profile(profile, environ, cwd)
     return resolve(
         [
+            base,
             file_settings(profile_path, "profile") if profile_path else [],
             file_settings(job_file, "job file") if job_file else [],
             env_settings(environ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -19,7 +19,7 @@ import typer
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
-    from nrl_launch.layers import Resolved
+    from nrl_launch.layers import Resolved, Setting
 
 __all__ = ["JobFlags", "job_options"]
 
@@ -41,11 +41,13 @@ class JobFlags:
     sets: list[str]
     json: bool
 
-    def resolve(self) -> Resolved:
-        """The validated spec these flags describe, layered over the files and environment."""
+    def resolve(self, base: Sequence[Setting] = ()) -> Resolved:
+        """The validated spec these flags describe, layered over the files and environment
+        (and over `base`, the command's own defaults)."""
         from nrl_launch import layers  # pydantic and yaml load here, not for --help
 
         return layers.load(
+            base=base,
             profile=self.profile,
             job_file=self.job,
             environ=os.environ,
