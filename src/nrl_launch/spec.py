@@ -21,12 +21,14 @@ from pydantic import (
 )
 
 __all__ = [
+    "DEFAULT_DRIVERS",
     "CachesSpec",
     "ContainerSpec",
     "DriverSpec",
     "LaunchSpec",
     "LogsSpec",
     "Mount",
+    "NemoRLSpec",
     "RayPorts",
     "RaySpec",
     "RayTimeouts",
@@ -333,17 +335,105 @@ class LogsSpec(_Spec):
 
 
 class CachesSpec(_Spec):
-    """Caches every node must share (HF conversions fail on node-local caches)."""
+    """Caches every node must share: HF conversions and uv builds race or fail on node-local
+    caches. `dir` alone sets them all (`caches: /lustre/me/cache` is short for it); a key of its
+    own moves one of them elsewhere."""
 
+    dir: Text | None = None
     hf_home: Text | None = None
     uv: Text | None = None
+    megatron: Text | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"dir": data} if isinstance(data, str) else data
 
     @model_validator(mode="after")
     def _absolute(self) -> CachesSpec:
-        for name in ("hf_home", "uv"):
+        for name in ("dir", "hf_home", "uv", "megatron"):
             value = getattr(self, name)
             if value is not None:
                 _check_path_part(value, name)
+        return self
+
+    def env(self) -> dict[str, str]:
+        """The variables the job exports, by name: HF_HOME and its two sub-caches, NeMo RL's
+        Megatron checkpoint conversions, and uv's cache (as ray.sub's UV_CACHE_DIR_OVERRIDE)."""
+        base = self.dir.rstrip("/") if self.dir else None
+        hf = self.hf_home or (f"{base}/huggingface" if base else None)
+        found = {
+            "HF_HOME": hf,
+            # transformers and datasets default to these under HF_HOME; set them too, because
+            # an older TRANSFORMERS_CACHE in the submitting shell would win otherwise.
+            "TRANSFORMERS_CACHE": f"{hf.rstrip('/')}/hub" if hf else None,
+            "HF_DATASETS_CACHE": f"{hf.rstrip('/')}/datasets" if hf else None,
+            "NRL_MEGATRON_CHECKPOINT_DIR": self.megatron or (f"{base}/megatron" if base else None),
+            "UV_CACHE_DIR": self.uv or (f"{base}/uv" if base else None),
+        }
+        return {name: path for name, path in found.items() if path}
+
+    def roots(self) -> list[str]:
+        """The directories to create and mount: `dir` and any cache kept outside it."""
+        roots = [self.dir] if self.dir else []
+        for path in (self.hf_home, self.megatron, self.uv):
+            if path and not any(_under(path, root) for root in roots):
+                roots.append(path)
+        return [r.rstrip("/") or "/" for r in roots]
+
+
+def _under(path: str, root: str) -> bool:
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/")
+
+
+# The drivers of each recipe, relative to the NeMo RL checkout the job runs in. Names change
+# between releases (run_grpo_math.py became run_grpo.py in v0.6): a profile can point a recipe
+# at another script under nemo_rl.drivers.
+DEFAULT_DRIVERS = {
+    "grpo": "examples/run_grpo.py",
+    "sft": "examples/run_sft.py",
+    "dpo": "examples/run_dpo.py",
+    "rm": "examples/run_rm.py",
+    "ppo": "examples/run_ppo.py",
+    "distillation": "examples/run_distillation.py",
+    "eval": "examples/run_eval.py",
+    "vlm-grpo": "examples/run_vlm_grpo.py",
+    "nemo-gym-grpo": "examples/nemo_gym/run_grpo_nemo_gym.py",
+}
+
+
+class NemoRLSpec(_Spec):
+    """The NeMo RL config the job trains with. nrl-launch reads it to size and check the job
+    before queueing, and with a recipe builds the driver command itself."""
+
+    recipe: NonEmpty | None = None
+    config: NonEmpty | None = None
+    overrides: tuple[Text, ...] = ()
+    drivers: dict[str, NonEmpty] = DEFAULT_DRIVERS
+    # How a driver is started: NeMo RL's drivers run under uv, which builds their venv.
+    launcher: tuple[NonEmpty, ...] = ("uv", "run")
+    check: bool = True
+    # With checkpointing on, the driver must save this long before the time limit.
+    checkpoint_margin_min: int = Field(default=15, ge=1)
+
+    @field_validator("drivers", mode="before")
+    @classmethod
+    def _over_defaults(cls, value: Any) -> Any:
+        # A profile that renames one driver keeps the others.
+        return {**DEFAULT_DRIVERS, **value} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> NemoRLSpec:
+        if self.recipe is not None and self.recipe not in self.drivers:
+            raise ValueError(
+                f"recipe {self.recipe!r} is not known; accepted: {', '.join(self.drivers)} "
+                "(add one under nemo_rl.drivers)"
+            )
+        if self.recipe is not None and self.config is None:
+            raise ValueError(f"recipe {self.recipe!r} needs a config: give --config FILE")
+        if self.overrides and self.config is None:
+            raise ValueError("overrides are given but no config: give --config FILE")
         return self
 
 
@@ -374,6 +464,7 @@ class LaunchSpec(_Spec):
     secrets: tuple[EnvName, ...] = ()
     setup: Text | None = None
     driver: DriverSpec = DriverSpec()
+    nemo_rl: NemoRLSpec = NemoRLSpec()
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:
@@ -382,7 +473,18 @@ class LaunchSpec(_Spec):
                 "driver.command is set but the job is interactive: "
                 "drop --interactive, or the command"
             )
-        if not self.interactive and self.driver.command is None:
+        recipe = self.nemo_rl.recipe
+        if recipe is not None and self.driver.command is not None:
+            raise ValueError(
+                f"nemo_rl.recipe {recipe!r} builds the driver command, but driver.command is "
+                "set too: give one of them"
+            )
+        if recipe is not None and self.interactive:
+            raise ValueError(
+                f"nemo_rl.recipe {recipe!r} runs a driver, but the job is interactive: "
+                "drop one of them"
+            )
+        if not self.interactive and self.driver.command is None and recipe is None:
             raise ValueError(
                 "driver.command is not set: give the driver after `--` (e.g. -- uv run "
                 "examples/run_grpo.py), or pass --interactive for a cluster that stays up"

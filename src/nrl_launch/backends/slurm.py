@@ -58,6 +58,16 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
     return sorted(flags)
 
 
+def container_mounts(spec: LaunchSpec) -> list[str]:
+    """The user's mounts, then each shared cache the container would not see otherwise."""
+    mounts = [str(m) for m in spec.container.mounts]
+    seen = [m.dst.rstrip("/") for m in spec.container.mounts]
+    hidden = [
+        r for r in spec.caches.roots() if not any(r == d or r.startswith(d + "/") for d in seen)
+    ]
+    return mounts + [f"{root}:{root}" for root in hidden]
+
+
 def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     """The sbatch request for `spec`; `script_path` is where the script will be written."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
@@ -68,7 +78,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         version=__version__,
         submit_command=join(argv),
         gpu_flag=gpu_flag(spec),
-        mounts=",".join(str(m) for m in spec.container.mounts),
+        mounts=",".join(container_mounts(spec)),
         spec_json=spec.model_dump_json(),
     )
     return Request(argv=argv, script=script)

@@ -1,0 +1,1 @@
+"""NeMo RL awareness: reading its configs, and the GPU layout they need."""

@@ -1,0 +1,302 @@
+"""Reading a NeMo RL driver config the way NeMo RL's drivers do, without importing NeMo RL.
+
+A driver loads `--config FILE` with OmegaConf; a `defaults:` key (one path or a list, relative to
+the file that names it) pulls in parents, loaded the same way and merged depth first, later ones
+winning, the child last; a mapping with `_override_: true` replaces what it is merged onto instead
+of merging into it. The remaining argv are Hydra overrides, applied in struct mode:
+
+    key=value     the key must exist
+    +key=value    the key must not exist
+    ++key=value   set it either way
+    ~key          delete it (`~key=value`: only if it holds that value)
+
+Interpolations (`${policy.max_total_sequence_length}`, `${mul:a,b}`) stay as they are in the
+text the driver receives; `value()` resolves them as NeMo RL does, with its resolvers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nrl_launch.errors import ConfigError
+
+__all__ = ["MISSING", "NemoConfig", "Override", "load", "parse_override"]
+
+_OVERRIDE = re.compile(
+    r"(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?:=(?P<value>.*))?", re.DOTALL
+)
+_KEY_PART = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+class _Missing:
+    """A key the config does not have (or holds `???`, or an interpolation that cannot resolve)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Override:
+    """One Hydra override as given (`text` is what the driver receives, unchanged)."""
+
+    text: str
+    op: str  # "", "+", "++" or "~"
+    key: str
+    value: Any  # parsed as Hydra would; None for a bare ~key
+
+    def touches(self, key: str) -> bool:
+        return self.key == key or key.startswith(self.key + ".")
+
+
+@dataclass(frozen=True)
+class NemoConfig:
+    """A loaded config: the merged tree (OmegaConf DictConfig) and where it came from."""
+
+    path: Path
+    files: tuple[Path, ...]  # the config and every parent it pulled in, child first
+    overrides: tuple[Override, ...]
+    tree: Any  # omegaconf.DictConfig
+
+    def value(self, key: str, default: Any = MISSING) -> Any:
+        """The resolved value at dotted `key`, or `default` when absent, `???` or unresolvable."""
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
+        try:
+            found = OmegaConf.select(self.tree, key, default=MISSING, throw_on_missing=False)
+        except OmegaConfBaseException:
+            return default
+        if found is MISSING or found == "???":
+            return default
+        if OmegaConf.is_config(found):
+            try:
+                return OmegaConf.to_container(found, resolve=True)
+            except OmegaConfBaseException:
+                return default
+        return found
+
+    def has(self, key: str) -> bool:
+        from omegaconf import OmegaConf
+
+        return _has(self.tree, key, OmegaConf)
+
+    def set_by_override(self, key: str) -> Override | None:
+        """The last override the user gave that sets `key` (or a mapping above it)."""
+        for override in reversed(self.overrides):
+            if override.touches(key) and override.op != "~":
+                return override
+        return None
+
+
+def _resolvers() -> None:
+    """NeMo RL's resolvers, registered once (its configs compute sizes with them)."""
+    from omegaconf import OmegaConf
+
+    # omegaconf 2.4 renamed register_new_resolver (2.1-2.3) to register_resolver, which in
+    # 2.3 and before is an older API with other semantics.
+    register = (
+        OmegaConf.register_resolver
+        if _omegaconf_at_least(2, 4)
+        else OmegaConf.register_new_resolver
+    )
+    for name, func in (("mul", _mul), ("add", _add), ("div", _div), ("max", _max)):
+        if not OmegaConf.has_resolver(name):
+            register(name, func)
+
+
+def _omegaconf_at_least(major: int, minor: int) -> bool:
+    import omegaconf
+
+    parts = omegaconf.__version__.split(".")
+    return (int(parts[0]), int(parts[1])) >= (major, minor)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    return a * b
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _div(a: Any, b: Any) -> Any:
+    return a / b
+
+
+def _max(a: Any, b: Any) -> Any:
+    return max(a, b)
+
+
+def load(path: Path, overrides: Sequence[str] = (), *, what: str = "--config") -> NemoConfig:
+    """Load `path` and its `defaults:` chain, then apply `overrides`; one line per problem."""
+    from omegaconf import OmegaConf
+
+    _resolvers()
+    files: list[Path] = []
+    tree = _load_tree(path, what, files, ())
+    parsed = [parse_override(text) for text in overrides]
+    OmegaConf.set_struct(tree, True)
+    problems = []
+    for override in parsed:
+        problem = _apply(tree, override)
+        if problem:
+            problems.append(f"override {override.text!r}: {problem}")
+    if problems:
+        raise ConfigError(problems)
+    return NemoConfig(path=path, files=tuple(files), overrides=tuple(parsed), tree=tree)
+
+
+def _load_tree(path: Path, what: str, files: list[Path], chain: tuple[Path, ...]) -> Any:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    label = f"{what} {path}" if not chain else f"{path} (in the defaults of {chain[-1]})"
+    real = path.resolve()
+    if real in chain:
+        loop = " -> ".join(str(p) for p in (*chain, real))
+        raise ConfigError([f"{label}: defaults form a loop: {loop}"])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{label}: no such file"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{label}: is a directory, not a YAML file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([f"{label}: cannot be read ({reason})"]) from None
+    try:
+        tree = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
+    except (YAMLError, OmegaConfBaseException) as exc:
+        first = " ".join(str(exc).split())[:200]
+        raise ConfigError([f"{label}: invalid YAML: {first}"]) from None
+    if not isinstance(tree, DictConfig):
+        raise ConfigError([f"{label}: must be a mapping of keys, got a list"])
+    files.append(path)
+    if "defaults" not in tree:
+        return tree
+    defaults = tree.pop("defaults")
+    if isinstance(defaults, str):
+        parents = [defaults]
+    elif isinstance(defaults, ListConfig) and all(isinstance(d, str) for d in defaults):
+        parents = [str(d) for d in defaults]
+    else:
+        raise ConfigError([f"{label}: defaults must be a path or a list of paths"])
+    merged = OmegaConf.create({})
+    for parent in parents:
+        parent_tree = _load_tree(path.parent / parent, what, files, (*chain, real))
+        merged = _merge(merged, parent_tree)
+    return _merge(merged, tree)
+
+
+def _merge(base: Any, child: Any) -> Any:
+    """OmegaConf.merge, except that a mapping marked `_override_: true` replaces, not merges."""
+    from omegaconf import DictConfig, OmegaConf
+
+    replaced: dict[str, Any] = {}
+
+    def strip(node: Any, prefix: str) -> None:
+        for key in list(node.keys()):
+            value = node._get_node(key)
+            if isinstance(value, DictConfig):
+                if value.get("_override_", False) is True:
+                    value.pop("_override_")
+                    replaced[f"{prefix}{key}"] = value
+                else:
+                    strip(value, f"{prefix}{key}.")
+
+    child = OmegaConf.create(OmegaConf.to_container(child, resolve=False))
+    strip(child, "")
+    merged = OmegaConf.merge(base, child)
+    for key, value in replaced.items():
+        OmegaConf.update(merged, key, value, merge=False)
+    return merged
+
+
+def parse_override(text: str) -> Override:
+    """One Hydra override; a malformed one is a ConfigError naming it and the accepted forms."""
+    match = _OVERRIDE.fullmatch(text)
+    if not match or any(not _KEY_PART.fullmatch(p) for p in match["key"].split(".")):
+        raise ConfigError(
+            [
+                f"override {text!r}: expected key=value, +key=value, ++key=value or ~key "
+                "(key: dotted names, e.g. policy.generation.vllm_cfg.tensor_parallel_size=2)"
+            ]
+        )
+    op, key, raw = match["op"] or "", match["key"], match["value"]
+    if raw is None and op != "~":
+        raise ConfigError([f"override {text!r}: no value; write {op}{key}=VALUE (or ~{key})"])
+    return Override(text=text, op=op, key=key, value=None if raw is None else _value(raw))
+
+
+def _value(raw: str) -> Any:
+    """A value as Hydra reads it: null, booleans in any case, numbers, lists, dicts, quoted or
+    plain strings. Interpolations stay strings (OmegaConf resolves them)."""
+    import yaml
+
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered in ("null", "none", "~") or text == "":
+        return None if text else ""
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    number = _number(text)
+    if number is not None:
+        return number
+    if "${" in text:
+        return text
+    if text[:1] in "[{'\"":
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+    return text
+
+
+def _number(text: str) -> int | float | None:
+    if re.fullmatch(r"[-+]?\d[\d_]*", text):
+        return int(text.replace("_", ""))
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _has(tree: Any, key: str, omegaconf: Any) -> bool:
+    node = tree
+    for part in key.split("."):
+        if not omegaconf.is_dict(node) or part not in node:
+            return False
+        node = node._get_node(part)
+    return True
+
+
+def _apply(tree: Any, override: Override) -> str | None:
+    """Apply one override in struct mode; the reason it cannot be applied, or None."""
+    from omegaconf import OmegaConf, open_dict
+
+    exists = _has(tree, override.key, OmegaConf)
+    if override.op == "" and not exists:
+        return f"{override.key} is not in the config; use +{override.text} to add it"
+    if override.op == "+" and exists:
+        return f"{override.key} is already in the config; use {override.text[1:]} to change it"
+    if override.op == "~":
+        if not exists:
+            return f"{override.key} is not in the config, so it cannot be deleted"
+        *parents, leaf = override.key.split(".")
+        parent = OmegaConf.select(tree, ".".join(parents)) if parents else tree
+        if override.value is not None and parent[leaf] != override.value:
+            return f"{override.key} is {parent[leaf]!r}, not {override.value!r}"
+        with open_dict(parent):
+            del parent[leaf]
+        return None
+    with open_dict(tree):
+        OmegaConf.update(tree, override.key, override.value, merge=True, force_add=True)
+    return None
