@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["JSON_VERSION", "emit_json", "emit_text", "error", "table", "warn"]
+__all__ = ["JSON_VERSION", "emit_json", "emit_text", "error", "note", "table", "warn"]
 
 # Bumped when a key in any --json output changes meaning or disappears (adding keys is fine).
 JSON_VERSION = 1
@@ -31,6 +31,12 @@ def error(message: str) -> None:
     """One line per problem on stderr, prefixed so it stands out in a wall of job output."""
     for line in message.splitlines() or [""]:
         sys.stderr.write(f"nrl-launch: error: {line}\n")
+    sys.stderr.flush()
+
+
+def note(message: str) -> None:
+    """Something nrl-launch decided for the user (a derived value), on stderr."""
+    sys.stderr.write(f"nrl-launch: note: {message}\n")
     sys.stderr.flush()
 
 

@@ -20,6 +20,7 @@ from nrl_launch.cli import (
     dashboard,
     list_jobs,
     logs,
+    plan,
     render,
     status,
     stop,
@@ -47,6 +48,7 @@ app.command("cancel")(cancel.cancel)
 app.command("dashboard")(dashboard.dashboard)
 app.command("list")(list_jobs.list_jobs)
 app.command("render")(render.render)
+app.command("plan")(plan.plan)
 app.add_typer(config.app, name="config")
 
 

@@ -20,6 +20,7 @@ from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.layers import Resolved, Setting
+    from nrl_launch.nemorl.job import Prepared
 
 __all__ = ["JobFlags", "job_options"]
 
@@ -28,6 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _JOB = "Job spec"
 _SLURM = "Slurm"
 _RUN = "Container and run"
+_NEMO = "NeMo RL"
 
 
 @dataclass(frozen=True)
@@ -41,20 +43,47 @@ class JobFlags:
     sets: list[str]
     json: bool
 
-    def resolve(self, base: Sequence[Setting] = ()) -> Resolved:
-        """The validated spec these flags describe, layered over the files and environment
-        (and over `base`, the command's own defaults)."""
-        from nrl_launch import layers  # pydantic and yaml load here, not for --help
+    def prepare(
+        self, *, check: bool | None = None, need_driver: bool = True, notes: bool = True
+    ) -> Prepared:
+        """The spec with its NeMo RL config applied (sized, checked, driver command built);
+        the warnings (and with `notes`, what was derived) are printed on stderr."""
+        from nrl_launch import output
+        from nrl_launch.nemorl.job import prepare
 
-        return layers.load(
-            base=base,
-            profile=self.profile,
-            job_file=self.job,
-            environ=os.environ,
-            cwd=Path.cwd(),
-            flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
-            sets=self.sets,
-        )
+        prepared = prepare(self.resolve(need_driver=need_driver), check=check)
+        for note in prepared.notes if notes else ():
+            output.note(note)
+        for warning in prepared.warnings:
+            output.warn(warning)
+        return prepared
+
+    def resolve(self, base: Sequence[Setting] = (), *, need_driver: bool = True) -> Resolved:
+        """The validated spec these flags describe, layered over the files and environment
+        (and over `base`, the command's own defaults). Without `need_driver`, a spec that
+        names no driver is read as an interactive job (doctor and plan run none)."""
+        from nrl_launch import layers  # pydantic and yaml load here, not for --help
+        from nrl_launch.errors import ConfigError
+
+        def load(base: Sequence[Setting]) -> Resolved:
+            return layers.load(
+                base=base,
+                profile=self.profile,
+                job_file=self.job,
+                environ=os.environ,
+                cwd=Path.cwd(),
+                flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
+                sets=self.sets,
+            )
+
+        try:
+            return load(base)
+        except ConfigError as exc:
+            if need_driver or not any(
+                p.startswith("driver.command is not set") for p in exc.problems
+            ):
+                raise
+        return load([*base, layers.Setting("interactive", True, "no driver needed")])
 
 
 @dataclass(frozen=True)
@@ -204,12 +233,29 @@ _OPTIONS = [
     _Option(
         "interactive", bool, ("--interactive",), "No driver: keep the cluster up for attach.", _RUN
     ),
+    _Option(
+        "config",
+        str | None,
+        ("--config",),
+        "NeMo RL config: sizes and checks the job; with a RECIPE, builds the driver command.",
+        _NEMO,
+        "nemo_rl.config",
+        "FILE",
+    ),
+    _Option(
+        "no_check",
+        bool,
+        ("--no-check",),
+        "Do not refuse a job whose NeMo RL config does not fit it (problems become warnings).",
+        _NEMO,
+    ),
     _Option("json", bool, ("--json",), "Print a versioned JSON object instead of text.", "Output"),
     _Option(
         "command",
         list[str] | None,
         (),
-        "The driver, after --: -- uv run examples/run_grpo.py --config c.yaml",
+        "The driver, after --: -- uv run examples/run_grpo.py --config c.yaml; "
+        "with --config: RECIPE (grpo, sft, dpo, ...) and Hydra OVERRIDES.",
         _RUN,
         metavar="CMD",
     ),
@@ -229,12 +275,15 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
             put(option.key, value, option.names[-1])
     if kwargs["container"] and not kwargs["container_runtime"]:
         put("container.runtime", "pyxis", "--container")  # an image means a container
-    for item in kwargs["env"] or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+    for name, value in _env_items(kwargs["env"] or []):
         put(f"env.{name}", value, "--env")
     command = kwargs["command"] or []
+    if kwargs["no_check"]:
+        put("nemo_rl.check", False, "--no-check")
+    if kwargs["config"] is not None:
+        for key, (value, label) in _recipe_words(command).items():
+            put(key, value, label)
+        command = []
     if kwargs["interactive"]:
         if command:
             raise UsageError("--interactive and a driver command after -- cannot be combined")
@@ -251,6 +300,28 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
         sets=kwargs["set_"] or [],
         json=kwargs["json"],
     )
+
+
+def _env_items(items: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        pairs.append((name, value))
+    return pairs
+
+
+def _recipe_words(words: list[str]) -> dict[str, tuple[Any, str]]:
+    """With --config, the words are [RECIPE] OVERRIDES...: an override holds = or starts ~."""
+    found: dict[str, tuple[Any, str]] = {}
+    if words and "=" not in words[0] and not words[0].startswith(("~", "+")):
+        found["nemo_rl.recipe"] = (words[0], "RECIPE")
+        found["interactive"] = (False, "RECIPE")
+        words = words[1:]
+    if words:
+        found["nemo_rl.overrides"] = (list(words), "OVERRIDES")
+    return found
 
 
 def job_options(func: F) -> F:

@@ -28,7 +28,7 @@ def render(
     """
     from nrl_launch import backends
 
-    spec = flags.resolve().spec
+    spec = flags.prepare().spec
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         write_script(out, request.script)

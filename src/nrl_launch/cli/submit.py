@@ -22,7 +22,7 @@ def submit(
     """Submit the job to Slurm and record it; prints the job id."""
     from nrl_launch.jobs.launch import launch
 
-    spec = flags.resolve().spec
+    spec = flags.prepare().spec
     rec = launch(spec)
     job_id = rec.job_id
     submitted = {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv}

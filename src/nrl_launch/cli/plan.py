@@ -1,0 +1,111 @@
+"""`nrl-launch plan`: the allocation a NeMo RL config needs and where its GPUs go. No cluster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nrl_launch import output
+from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from nrl_launch.nemorl.job import Prepared
+    from nrl_launch.nemorl.layout import Layout, NodeRole
+
+
+@job_options
+def plan(flags: JobFlags) -> None:
+    """Print the Slurm allocation a NeMo RL config needs and its per-node GPU layout.
+
+    nrl-launch plan --config recipe.yaml [OVERRIDES ...]: exit 0 when the config fits the job,
+    2 with one line per problem when it does not. The job's flags and files (--nodes, -f,
+    the profile) are checked against it too.
+    """
+    if "nemo_rl.config" not in flags.values and not flags.job and not flags.profile:
+        raise UsageError("--config FILE: plan needs a NeMo RL config")
+    prepared = flags.prepare(check=False, need_driver=False, notes=False)
+    layout = prepared.layout
+    if layout is None:
+        raise UsageError("--config FILE: plan needs a NeMo RL config (or nemo_rl.config)")
+    if flags.json:
+        output.emit_json("plan", _as_data(prepared, layout), ok=not prepared.problems)
+    else:
+        output.emit_text(_as_text(prepared, layout))
+    if prepared.problems:
+        raise ConfigError(list(prepared.problems))
+
+
+def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    nemo = prepared.spec.nemo_rl
+    return {
+        "config": nemo.config,
+        "overrides": list(nemo.overrides),
+        "injected_overrides": list(prepared.injected),
+        "nodes": layout.nodes,
+        "gpus_per_node": layout.gpus_per_node,
+        "cluster_nodes": layout.cluster_nodes,
+        "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
+        "training_gpus": layout.training_gpus,
+        "generation_gpus": layout.generation_gpus,
+        "training": asdict(layout.training) if layout.training else None,
+        "generation": asdict(layout.generation) if layout.generation else None,
+        "layout": [asdict(role) for role in layout.nodes_layout],
+        "problems": list(prepared.problems),
+        "notes": list(prepared.notes),
+        "warnings": list(prepared.warnings),
+        "driver": list(prepared.spec.driver.command or []),
+    }
+
+
+def _as_text(prepared: Prepared, layout: Layout) -> str:
+    nemo = prepared.spec.nemo_rl
+    total = layout.nodes * layout.gpus_per_node
+    lines = [
+        f"Config:      {nemo.config}"
+        + (f" + {len(nemo.overrides)} override(s)" if nemo.overrides else ""),
+        f"Allocation:  {layout.nodes} node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
+        f" (cluster.num_nodes={layout.cluster_nodes}"
+        + "".join(f", + {n} {why}" for n, why in layout.extra_nodes)
+        + ")",
+    ]
+    if layout.training:
+        lines.append(f"Training:    {layout.training.describe()}")
+    if layout.generation:
+        lines.append(f"Generation:  {layout.generation.describe()}")
+    else:
+        lines.append("Generation:  none (every GPU trains)")
+    lines += ["", f"{'NODE':<6}{'ROLE':<22}{'TRAINING':<10}GENERATION"]
+    lines += [
+        f"{nodes:<6}{r.role:<22}{r.training_gpus:<10}{r.generation_gpus}"
+        for nodes, r in _runs(layout)
+    ]
+    lines += [f"Note:        {note}" for note in prepared.notes]
+    if prepared.spec.driver.command:
+        from nrl_launch.shell import join
+
+        lines += ["", f"Driver:      {join(prepared.spec.driver.command)}"]
+    lines += ["", "Fits." if not prepared.problems else f"{len(prepared.problems)} problem(s):"]
+    return "\n".join(lines)
+
+
+def _runs(layout: Layout) -> list[tuple[str, NodeRole]]:
+    """Nodes with the same role as one row ("0-31"): a 32-node layout stays readable."""
+    rows: list[tuple[str, NodeRole]] = []
+    roles = list(layout.nodes_layout)
+    start = 0
+    for i, role in enumerate(roles):
+        last = i + 1 == len(roles)
+        if last or (
+            roles[i + 1].role,
+            roles[i + 1].training_gpus,
+            roles[i + 1].generation_gpus,
+        ) != (
+            role.role,
+            role.training_gpus,
+            role.generation_gpus,
+        ):
+            rows.append((str(start) if start == i else f"{start}-{i}", roles[start]))
+            start = i + 1
+    return rows

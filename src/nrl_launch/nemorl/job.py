@@ -1,0 +1,278 @@
+"""A job spec together with its NeMo RL config: sized, checked and given its driver command.
+
+`prepare` is the one step between the validated spec and the backends: it reads the config
+(`nemo_rl.config` and its overrides), takes the job's nodes and GPUs from it where the user gave
+none, passes `cluster.num_nodes` / `cluster.gpus_per_node` to the driver where they are missing
+or differ from the job, builds `uv run <driver> --config FILE OVERRIDES` for a recipe, and runs
+the layout checks. Reading files is its only I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from nrl_launch.errors import ConfigError
+from nrl_launch.layers import Resolved, Setting, describe_errors
+from nrl_launch.nemorl import config as nemo_config
+from nrl_launch.nemorl.layout import Layout, compute
+from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+
+__all__ = ["Prepared", "must_save_by", "node_local_reason", "prepare"]
+
+_DEFAULT = "default"
+# Where nodes keep files of their own: a cache or checkpoint there is not shared.
+_NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/scratch/local", "/local")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The spec to render, the config's layout (None without a config), and what to say."""
+
+    spec: LaunchSpec
+    layout: Layout | None = None
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what nrl-launch derived or passed on, one line each
+    warnings: tuple[str, ...] = ()
+    injected: tuple[str, ...] = ()  # overrides added to the driver's argv
+
+
+@dataclass
+class _Draft:
+    spec: LaunchSpec
+    sources: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+
+    def given(self, key: str) -> bool:
+        return self.sources.get(key, _DEFAULT) != _DEFAULT
+
+
+def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
+    """Apply the NeMo RL config to the spec; raise ConfigError with every problem when checking
+    (`check` None: the spec's nemo_rl.check) finds any."""
+    spec = resolved.spec
+    nemo = spec.nemo_rl
+    if nemo.config is None:
+        return Prepared(spec=spec, warnings=tuple(_storage_warnings(spec, None)))
+    draft = _Draft(spec, dict(resolved.sources))
+    path = Path(nemo.config)
+    cfg = nemo_config.load(path, nemo.overrides)
+    extra = _extra_nodes(cfg)
+    _size(draft, cfg, "nodes", extra)
+    _size(draft, cfg, "gpus_per_node", 0)
+    deadline = _deadline(draft, cfg)
+    if draft.injected:
+        cfg = nemo_config.load(path, [*nemo.overrides, *draft.injected])
+    layout = compute(cfg.value)
+    problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
+    warnings = [*_storage_warnings(draft.spec, cfg), *deadline]
+    if (nemo.check if check is None else check) and problems:
+        raise ConfigError(problems)
+    return Prepared(
+        spec=_with_command(draft),
+        layout=layout,
+        problems=tuple(problems),
+        notes=tuple(draft.notes),
+        warnings=tuple(warnings),
+        injected=tuple(draft.injected),
+    )
+
+
+def _extra_nodes(cfg: nemo_config.NemoConfig) -> int:
+    gym = cfg.value("env.nemo_gym.num_gpu_nodes", 0)
+    return gym if isinstance(gym, int) and not isinstance(gym, bool) and gym > 0 else 0
+
+
+def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int) -> None:
+    """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run)."""
+    spec_key, cfg_key = f"slurm.{what}", f"cluster.{'num_nodes' if what == 'nodes' else what}"
+    flag = "--nodes" if what == "nodes" else "--gpus-per-node"
+    in_cfg = cfg.value(cfg_key, None)
+    in_cfg = in_cfg if isinstance(in_cfg, int) and not isinstance(in_cfg, bool) else None
+    job_value = getattr(draft.spec.slurm, what)
+    if not draft.given(spec_key):
+        if in_cfg is None:
+            draft.problems.append(f"{cfg_key} is not in the config: give {flag} or {cfg_key}=N")
+            return
+        _set(draft, spec_key, in_cfg + extra, f"{cfg_key} in {draft.spec.nemo_rl.config}")
+        draft.notes.append(
+            f"{spec_key}={in_cfg + extra}: from {cfg_key}={in_cfg}"
+            + (f" + {extra} NeMo Gym GPU node(s)" if extra else "")
+        )
+        return
+    want = job_value - extra
+    source = draft.sources[spec_key]
+    if want < 1:
+        draft.problems.append(
+            f"{spec_key}={job_value} (from {source}) leaves no node for training: the config "
+            f"takes {extra} node(s) for NeMo Gym"
+        )
+        return
+    if in_cfg == want:
+        return
+    override = cfg.set_by_override(cfg_key)
+    if override is not None:
+        draft.problems.append(
+            f"{spec_key}={job_value} (from {source}) contradicts the override {override.text!r}"
+            + (f" (+ {extra} NeMo Gym node(s))" if extra else "")
+            + ": drop one of them"
+        )
+        return
+    if draft.spec.nemo_rl.recipe is None:
+        return  # the driver command is the user's: _job_fits says what does not match
+    draft.injected.append(f"++{cfg_key}={want}")
+    was = "is not in the config" if in_cfg is None else f"is {in_cfg} in the config"
+    draft.notes.append(
+        f"{cfg_key} {was}; the job has {want} ({source}): passing ++{cfg_key}={want}"
+    )
+
+
+def _set(draft: _Draft, key: str, value: Any, source: str) -> None:
+    section, name = key.split(".")
+    data = draft.spec.model_dump()
+    data[section][name] = value
+    draft.spec = _validated(data, {key: Setting(key, value, source)})
+    draft.sources[key] = source
+
+
+def _validated(data: dict[str, Any], merged: dict[str, Setting]) -> LaunchSpec:
+    try:
+        return LaunchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc, merged)) from None
+
+
+def _deadline(draft: _Draft, cfg: nemo_config.NemoConfig) -> list[str]:
+    """With checkpointing on, save before the time limit (checkpoint_must_save_by)."""
+    if cfg.value("checkpointing.enabled", False) is not True:
+        return []
+    key = "checkpointing.checkpoint_must_save_by"
+    minutes = slurm_time_minutes(draft.spec.slurm.time)
+    margin = draft.spec.nemo_rl.checkpoint_margin_min
+    given = cfg.value(key, None)
+    if given is not None:
+        at = _ddhhmmss_minutes(str(given))
+        if at is not None and at > minutes:
+            return [
+                f"{key}={given} is after the time limit {draft.spec.slurm.time}: the job "
+                "ends before it saves"
+            ]
+        return []
+    if draft.spec.nemo_rl.recipe is None:
+        return []
+    if minutes <= margin:
+        return [
+            f"{key} not set: the time limit {draft.spec.slurm.time} is within the "
+            f"{margin}-minute save margin (nemo_rl.checkpoint_margin_min)"
+        ]
+    value = must_save_by(minutes - margin)
+    draft.injected.append(f"++{key}={value}")
+    draft.notes.append(f"{key}={value}: the time limit less {margin} minutes, to save in time")
+    return []
+
+
+def must_save_by(minutes: float) -> str:
+    """NeMo RL's DD:HH:MM:SS for a duration in minutes (rounded down to the second)."""
+    seconds = int(minutes * 60)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    return f"{days:02d}:{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _ddhhmmss_minutes(text: str) -> float | None:
+    parts = text.split(":")
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        return None
+    d, h, m, s = (int(p) for p in parts)
+    return d * 1440 + h * 60 + m + s / 60
+
+
+def _job_fits(draft: _Draft, layout: Layout) -> list[str]:
+    if not layout.cluster_nodes:
+        return []
+    slurm, problems = draft.spec.slurm, []
+    if slurm.nodes != layout.nodes:
+        extra = "".join(f" + {n} {why}" for n, why in layout.extra_nodes)
+        problems.append(
+            f"slurm.nodes={slurm.nodes} (from {draft.sources.get('slurm.nodes')}) but the config "
+            f"needs {layout.nodes} node(s) (cluster.num_nodes={layout.cluster_nodes}{extra}): "
+            f"use --nodes {layout.nodes}, or pass cluster.num_nodes to the driver"
+        )
+    if slurm.gpus_per_node != layout.gpus_per_node:
+        problems.append(
+            f"slurm.gpus_per_node={slurm.gpus_per_node} (from "
+            f"{draft.sources.get('slurm.gpus_per_node')}) but the config has "
+            f"cluster.gpus_per_node={layout.gpus_per_node}: use --gpus-per-node "
+            f"{layout.gpus_per_node}, or pass cluster.gpus_per_node to the driver"
+        )
+    return problems
+
+
+def _with_command(draft: _Draft) -> LaunchSpec:
+    nemo = draft.spec.nemo_rl
+    if nemo.recipe is None:
+        return draft.spec
+    command = [
+        *nemo.launcher,
+        nemo.drivers[nemo.recipe],
+        "--config",
+        str(nemo.config),
+        *nemo.overrides,
+        *draft.injected,
+    ]
+    data = draft.spec.model_dump()
+    data["driver"]["command"] = command
+    # The command is built: the spec now runs it as given (nemo_rl keeps the config and the
+    # user's overrides, to say where the command came from).
+    data["nemo_rl"]["recipe"] = None
+    return _validated(data, {})
+
+
+def node_local_reason(path: str, spec: LaunchSpec) -> str | None:
+    """Why `path` (as the job's nodes see it) is not shared between nodes, or None."""
+    if not path.startswith("/"):
+        workdir = _driver_workdir(spec)
+        if workdir is None:
+            return None
+        reason = node_local_reason(workdir, spec)
+        return (
+            f"it is relative to the driver's working directory {workdir}, and {reason}"
+            if reason
+            else None
+        )
+    for root in _NODE_LOCAL:
+        if path == root or path.startswith(root + "/"):
+            return f"{root} is local to each node"
+    if spec.container.runtime == "pyxis":
+        mounted = [m.dst.rstrip("/") for m in spec.container.mounts] + spec.caches.roots()
+        if not any(path == d or path.startswith(d + "/") for d in mounted):
+            return "it is inside the container (under no mount), so each node has its own"
+    return None
+
+
+def _driver_workdir(spec: LaunchSpec) -> str | None:
+    if spec.driver.workdir:
+        return spec.driver.workdir
+    if spec.container.runtime == "pyxis" and spec.container.workdir:
+        return spec.container.workdir
+    return None  # the submit dir: the job's own log dir lives there, so it is shared
+
+
+def _storage_warnings(spec: LaunchSpec, cfg: nemo_config.NemoConfig | None) -> list[str]:
+    checks = [(f"caches ({name})", path) for name, path in spec.caches.env().items()]
+    if cfg is not None:
+        for key in ("logger.log_dir", "checkpointing.checkpoint_dir"):
+            value = cfg.value(key, None)
+            if isinstance(value, str) and value:
+                checks.append((key, value))
+    warnings = []
+    for what, path in checks:
+        reason = node_local_reason(path, spec)
+        if reason:
+            warnings.append(f"{what} {path} is not on storage every node shares: {reason}")
+    return warnings

@@ -1,0 +1,307 @@
+"""The GPU arithmetic of a NeMo RL config, done before queueing instead of minutes into a job.
+
+NeMo RL checks these rules in Python once the Ray cluster is up (`ResourceInsufficientError`,
+"Maximum number of retries"); here they run on the config alone. Pure: no I/O.
+
+- Training runs on `cluster.num_nodes x cluster.gpus_per_node` GPUs, less what non-colocated
+  generation takes; that world must be divisible by TP x CP x PP (DTensor: PP is 1).
+- vLLM's world must be divisible by its TP x PP; PP > 1 needs the async engine; EP is a multiple
+  of TP.
+- Non-colocated generation on one node takes GPUs of it and leaves some for training; on several
+  nodes it takes whole nodes, each with the cluster's GPUs per node.
+- NeMo Gym GPU nodes are Slurm nodes beyond `cluster.num_nodes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nrl_launch.nemorl.config import MISSING
+
+__all__ = ["Generation", "Layout", "NodeRole", "Training", "compute"]
+
+Lookup = Callable[[str], Any]  # a dotted key -> its resolved value, or MISSING
+
+
+@dataclass(frozen=True)
+class Training:
+    backend: str  # dtensor or megatron
+    tp: int
+    cp: int
+    pp: int
+    ep: int
+    gpus: int
+    dp: int | None  # None when the world does not divide
+
+    def describe(self) -> str:
+        parts = f"TP{self.tp} CP{self.cp} PP{self.pp}" + (f" EP{self.ep}" if self.ep > 1 else "")
+        dp = f" -> DP{self.dp}" if self.dp else ""
+        name = "Megatron" if self.backend == "megatron" else "FSDP2/DTensor"
+        return f"{name} {parts}{dp} on {self.gpus} GPU(s)"
+
+
+@dataclass(frozen=True)
+class Generation:
+    backend: str
+    colocated: bool
+    tp: int
+    pp: int
+    ep: int
+    gpus: int
+    instances: int | None  # engines: gpus / (tp x pp), None when it does not divide
+
+    def describe(self) -> str:
+        where = "colocated with training" if self.colocated else "on GPUs of its own"
+        engines = f", {self.instances} engine(s)" if self.instances else ""
+        ep = f" EP{self.ep}" if self.ep > 1 else ""
+        return f"{self.backend} TP{self.tp} PP{self.pp}{ep} on {self.gpus} GPU(s){engines}, {where}"
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """What one Slurm node of the job does. Which physical node takes which role is Ray's choice;
+    the counts are what the config fixes."""
+
+    node: int
+    role: str  # training+generation, training, generation, nemo-gym
+    training_gpus: int
+    generation_gpus: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    cluster_nodes: int  # cluster.num_nodes: the nodes NeMo RL's Ray cluster trains and generates on
+    gpus_per_node: int
+    extra_nodes: tuple[tuple[int, str], ...]  # (count, why): Slurm nodes beyond cluster.num_nodes
+    training: Training | None
+    generation: Generation | None
+    nodes_layout: tuple[NodeRole, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def nodes(self) -> int:
+        return self.cluster_nodes + sum(count for count, _ in self.extra_nodes)
+
+    @property
+    def training_gpus(self) -> int:
+        return self.training.gpus if self.training else 0
+
+    @property
+    def generation_gpus(self) -> int:
+        return self.generation.gpus if self.generation else 0
+
+
+@dataclass
+class _Reader:
+    """Reads values with their types checked; a wrong one becomes a problem, not a crash."""
+
+    lookup: Lookup
+    problems: list[str] = field(default_factory=list)
+
+    def int(self, key: str, default: int | None, *, low: int = 1) -> int | None:
+        value = self.lookup(key)
+        if value is MISSING or value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            self.problems.append(f"{key}: expected a whole number >= {low}, got {value!r}")
+            return default
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.lookup(key)
+        if value is MISSING or value is None:
+            return default
+        if not isinstance(value, bool):
+            self.problems.append(f"{key}: expected true or false, got {value!r}")
+            return default
+        return value
+
+    def has(self, key: str) -> bool:
+        value = self.lookup(key)
+        return value is not MISSING and value is not None
+
+
+def compute(lookup: Lookup) -> Layout:
+    """The layout and the problems of the config behind `lookup` (e.g. NemoConfig.value)."""
+    read = _Reader(lookup)
+    nodes = read.int("cluster.num_nodes", None)
+    gpus = read.int("cluster.gpus_per_node", None)
+    if nodes is None or gpus is None:
+        for key, value in (("cluster.num_nodes", nodes), ("cluster.gpus_per_node", gpus)):
+            if value is None and not any(p.startswith(key) for p in read.problems):
+                read.problems.append(
+                    f"{key} is not set: give it in the config, or --nodes/--gpus-per-node"
+                )
+        return Layout(0, 0, (), None, None, (), tuple(read.problems))
+    extra = []
+    gym = read.int("env.nemo_gym.num_gpu_nodes", 0, low=0)
+    if gym:
+        extra.append((gym, "NeMo Gym GPU node(s) (env.nemo_gym.num_gpu_nodes)"))
+    segment = read.int("cluster.segment_size", None)
+    if segment and nodes % segment:
+        read.problems.append(
+            f"cluster.segment_size={segment} does not divide cluster.num_nodes={nodes}"
+        )
+
+    generation, train_gpus, gen_nodes = _generation(read, nodes, gpus)
+    training = _training(read, "policy", train_gpus)
+    if read.has("teacher"):  # distillation: the teacher shares the training GPUs
+        _training(read, "teacher", train_gpus)
+    roles = _roles(nodes, gpus, generation, train_gpus, gen_nodes)
+    roles += [NodeRole(len(roles) + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
+    return Layout(
+        nodes, gpus, tuple(extra), training, generation, tuple(roles), tuple(read.problems)
+    )
+
+
+def _generation(read: _Reader, nodes: int, gpus: int) -> tuple[Generation | None, int, int]:
+    """Generation's engines, the GPUs left for training, and the nodes generation takes whole."""
+    total = nodes * gpus
+    if not read.has("policy.generation"):
+        return None, total, 0  # SFT, DPO, RM: every GPU trains
+    g = "policy.generation"
+    backend = read.lookup(f"{g}.backend")
+    backend = backend if isinstance(backend, str) else "vllm"
+    tp = read.int(f"{g}.vllm_cfg.tensor_parallel_size", 1) or 1
+    pp = read.int(f"{g}.vllm_cfg.pipeline_parallel_size", 1) or 1
+    ep = read.int(f"{g}.vllm_cfg.expert_parallel_size", 1) or 1
+    colocated = read.flag(f"{g}.colocated.enabled", True)
+    train_gpus, gen_gpus, gen_nodes = total, total, 0
+    if not colocated:
+        if backend == "megatron":
+            read.problems.append(
+                f"{g}.backend=megatron cannot run without colocation: "
+                f"set {g}.colocated.enabled=true or use vllm"
+            )
+        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus)
+    engines = None
+    if backend == "vllm":  # other backends take their sizes from elsewhere
+        engines = _vllm_checks(read, max(gen_gpus, 0), tp, pp, ep)
+    gen = Generation(backend, colocated, tp, pp, ep, max(gen_gpus, 0), engines)
+    return gen, max(train_gpus, 0), gen_nodes
+
+
+def _vllm_checks(read: _Reader, gpus: int, tp: int, pp: int, ep: int) -> int | None:
+    g = "policy.generation.vllm_cfg"
+    engines = _divides(
+        read,
+        "generation (vLLM)",
+        gpus,
+        tp * pp,
+        f"{g}.tensor_parallel_size={tp} x pipeline_parallel_size={pp}",
+    )
+    if pp > 1 and not read.flag(f"{g}.async_engine", False):
+        read.problems.append(f"{g}.pipeline_parallel_size={pp} needs {g}.async_engine=true")
+    if ep > 1 and ep % tp:
+        read.problems.append(
+            f"{g}.expert_parallel_size={ep} must be a multiple of tensor_parallel_size={tp}"
+        )
+    return engines
+
+
+def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
+    """Non-colocated: (training GPUs, generation GPUs, generation's whole nodes)."""
+    res = "policy.generation.colocated.resources"
+    res_gpus = read.int(f"{res}.gpus_per_node", None)
+    res_nodes = read.int(f"{res}.num_nodes", None)
+    total = nodes * gpus
+    if nodes == 1:
+        if res_nodes not in (None, 1):
+            read.problems.append(
+                f"{res}.num_nodes={res_nodes}: the cluster has one node; "
+                "generation takes GPUs of it (set num_nodes to null or 1)"
+            )
+        if res_gpus is None:
+            read.problems.append(
+                f"{res}.gpus_per_node must be > 0: on one node non-colocated generation "
+                "takes that many of its GPUs"
+            )
+            return total, 0, 0
+        if gpus - res_gpus <= 0:
+            read.problems.append(
+                f"{res}.gpus_per_node={res_gpus} takes all {gpus} GPUs of the node: "
+                "none are left for training"
+            )
+        return max(gpus - res_gpus, 0), res_gpus, 0
+    if res_gpus != gpus:
+        read.problems.append(
+            f"{res}.gpus_per_node={res_gpus} must equal cluster.gpus_per_node={gpus}: "
+            "on several nodes generation takes whole nodes"
+        )
+    if res_nodes is None:
+        read.problems.append(
+            f"{res}.num_nodes must be > 0: on {nodes} nodes non-colocated generation "
+            "takes whole nodes"
+        )
+        return total, 0, 0
+    if nodes - res_nodes <= 0:
+        read.problems.append(
+            f"{res}.num_nodes={res_nodes} takes all {nodes} nodes (cluster.num_nodes): "
+            "none are left for training"
+        )
+    return max(nodes - res_nodes, 0) * gpus, min(res_nodes, nodes) * gpus, min(res_nodes, nodes)
+
+
+def _training(read: _Reader, section: str, gpus: int) -> Training:
+    megatron = read.flag(f"{section}.megatron_cfg.enabled", False)
+    dtensor = read.flag(f"{section}.dtensor_cfg.enabled", not megatron)
+    if megatron and dtensor:
+        read.problems.append(
+            f"{section}.dtensor_cfg.enabled and {section}.megatron_cfg.enabled are both true: "
+            "enable one"
+        )
+    if megatron:
+        m = f"{section}.megatron_cfg"
+        tp = read.int(f"{m}.tensor_model_parallel_size", 1) or 1
+        pp = read.int(f"{m}.pipeline_model_parallel_size", 1) or 1
+        cp = read.int(f"{m}.context_parallel_size", 1) or 1
+        ep = read.int(f"{m}.expert_model_parallel_size", 1) or 1
+        etp = read.int(f"{m}.expert_tensor_parallel_size", tp) or tp
+        names = (
+            f"{m}.tensor_model_parallel_size={tp} x context_parallel_size={cp} x "
+            f"pipeline_model_parallel_size={pp}"
+        )
+        if ep > 1 or etp != tp:
+            _divides(
+                read,
+                f"{section} experts",
+                gpus,
+                etp * ep * pp,
+                f"{m}.expert_tensor_parallel_size={etp} x expert_model_parallel_size={ep} "
+                f"x pipeline_model_parallel_size={pp}",
+            )
+    else:
+        d = f"{section}.dtensor_cfg"
+        tp = read.int(f"{d}.tensor_parallel_size", 1) or 1
+        cp = read.int(f"{d}.context_parallel_size", 1) or 1
+        pp, ep = 1, 1
+        names = f"{d}.tensor_parallel_size={tp} x context_parallel_size={cp}"
+    dp = _divides(read, f"{section} training", gpus, tp * cp * pp, names)
+    return Training("megatron" if megatron else "dtensor", tp, cp, pp, ep, gpus, dp)
+
+
+def _divides(read: _Reader, what: str, gpus: int, size: int, names: str) -> int | None:
+    """gpus / size, or None with a problem when it does not divide (or there are no GPUs)."""
+    if gpus <= 0:
+        return None
+    if gpus < size or gpus % size:
+        read.problems.append(f"{what}: {gpus} GPU(s) are not a multiple of {size} ({names})")
+        return None
+    return gpus // size
+
+
+def _roles(
+    nodes: int, gpus: int, gen: Generation | None, train_gpus: int, gen_nodes: int
+) -> list[NodeRole]:
+    if gen is None:
+        return [NodeRole(i, "training", gpus, 0) for i in range(nodes)]
+    if gen.colocated:
+        return [NodeRole(i, "training+generation", gpus, gpus) for i in range(nodes)]
+    if nodes == 1:
+        return [NodeRole(0, "training+generation", max(train_gpus, 0), gen.gpus)]
+    train_nodes = max(nodes - gen_nodes, 0)
+    return [NodeRole(i, "training", gpus, 0) for i in range(train_nodes)] + [
+        NodeRole(train_nodes + i, "generation", 0, gpus) for i in range(min(gen_nodes, nodes))
+    ]
