@@ -56,6 +56,9 @@ class JobFlags:
             output.note(note)
         for warning in prepared.warnings:
             output.warn(warning)
+        if check is None:  # problems left here were let through by --no-check: still say them
+            for problem in prepared.problems:
+                output.warn(problem)
         return prepared
 
     def resolve(self, base: Sequence[Setting] = (), *, need_driver: bool = True) -> Resolved:
@@ -278,6 +281,7 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
     for name, value in _env_items(kwargs["env"] or []):
         put(f"env.{name}", value, "--env")
     command = kwargs["command"] or []
+    _no_bare_recipe(command, kwargs["config"])
     if kwargs["no_check"]:
         put("nemo_rl.check", False, "--no-check")
     if kwargs["config"] is not None:
@@ -310,6 +314,14 @@ def _env_items(items: list[str]) -> list[tuple[str, str]]:
             raise UsageError(f"--env {item!r}: expected NAME=VALUE")
         pairs.append((name, value))
     return pairs
+
+
+def _no_bare_recipe(command: list[str], config: str | None) -> None:
+    """`submit grpo` without --config would run a program named grpo: say what is missing."""
+    from nrl_launch.spec import DEFAULT_DRIVERS
+
+    if config is None and command and command[0] in DEFAULT_DRIVERS:
+        raise UsageError(f"RECIPE {command[0]}: give the NeMo RL config with --config FILE")
 
 
 def _recipe_words(words: list[str]) -> dict[str, tuple[Any, str]]:

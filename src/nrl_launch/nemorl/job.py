@@ -116,13 +116,15 @@ def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int) -> 
     if in_cfg == want:
         return
     override = cfg.set_by_override(cfg_key)
-    if override is not None:
-        draft.problems.append(
-            f"{spec_key}={job_value} (from {source}) contradicts the override {override.text!r}"
-            + (f" (+ {extra} NeMo Gym node(s))" if extra else "")
-            + ": drop one of them"
+    if override is not None:  # two things the user said: refused even with --no-check
+        raise ConfigError(
+            [
+                f"{spec_key}={job_value} (from {source}) contradicts the override "
+                f"{override.text!r}"
+                + (f" (+ {extra} NeMo Gym node(s))" if extra else "")
+                + ": drop one of them"
+            ]
         )
-        return
     if draft.spec.nemo_rl.recipe is None:
         return  # the driver command is the user's: _job_fits says what does not match
     draft.injected.append(f"++{cfg_key}={want}")

@@ -1,0 +1,240 @@
+"""`plan` and the checks `submit` runs before queueing: every rule, a fit and a misfit each,
+on configs shaped like NeMo RL's (tests/data/nemo_rl)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.nemorl.config import load
+from nrl_launch.nemorl.layout import compute
+from tests.conftest import Cli
+
+NEMO = Path(__file__).parent / "data" / "nemo_rl"
+RECIPES = NEMO / "recipes" / "llm"
+NONCOLOC_2N = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
+NONCOLOC_1N = RECIPES / "grpo-qwen2.5-7b-1n8g-noncolocated.yaml"
+DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"
+MOE_8N = RECIPES / "grpo-qwen3-30ba3b-8n8g-megatron.yaml"
+SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
+GYM = NEMO / "nemo_gym" / "grpo_nanov3.yaml"
+
+V = "policy.generation.vllm_cfg"
+RES = "policy.generation.colocated.resources"
+
+# (rule, config, overrides that make it misfit, words the one problem line must hold)
+RULES = [
+    (
+        "dtensor world % TP x CP",
+        DENSE_32N,
+        ["policy.dtensor_cfg.tensor_parallel_size=3"],
+        "policy training: 256 GPU(s) are not a multiple of 3",
+    ),
+    (
+        "megatron world % TP x CP x PP",
+        SFT_8N,
+        ["policy.megatron_cfg.context_parallel_size=3"],
+        "policy training: 64 GPU(s) are not a multiple of 24",
+    ),
+    (
+        "training world >= TP x CP x PP",
+        NONCOLOC_1N,
+        ["policy.dtensor_cfg.tensor_parallel_size=8"],
+        "policy training: 6 GPU(s) are not a multiple of 8",
+    ),
+    (
+        "megatron experts: world % ETP x EP x PP",
+        MOE_8N,
+        ["policy.megatron_cfg.expert_model_parallel_size=48"],
+        "expert_model_parallel_size=48",
+    ),
+    (
+        "vLLM world % TP x PP",
+        NONCOLOC_1N,
+        [f"{V}.tensor_parallel_size=3"],
+        "generation (vLLM): 2 GPU(s) are not a multiple of 3",
+    ),
+    (
+        "vLLM PP > 1 needs the async engine",
+        MOE_8N,
+        [f"{V}.async_engine=false"],
+        f"{V}.pipeline_parallel_size=2 needs {V}.async_engine=true",
+    ),
+    (
+        "vLLM EP a multiple of TP",
+        MOE_8N,
+        [f"++{V}.expert_parallel_size=6"],
+        f"{V}.expert_parallel_size=6 must be a multiple of tensor_parallel_size=4",
+    ),
+    (
+        "one node: generation takes GPUs and leaves some",
+        NONCOLOC_1N,
+        [f"{RES}.gpus_per_node=8"],
+        f"{RES}.gpus_per_node=8 takes all 8 GPUs of the node",
+    ),
+    (
+        "one node: generation needs a GPU count",
+        NONCOLOC_1N,
+        [f"{RES}.gpus_per_node=null"],
+        f"{RES}.gpus_per_node must be > 0",
+    ),
+    (
+        "one node: generation takes no nodes of its own",
+        NONCOLOC_1N,
+        [f"{RES}.num_nodes=2"],
+        f"{RES}.num_nodes=2: the cluster has one node",
+    ),
+    (
+        "several nodes: whole nodes of the cluster's size",
+        NONCOLOC_2N,
+        [f"{RES}.gpus_per_node=4"],
+        f"{RES}.gpus_per_node=4 must equal cluster.gpus_per_node=8",
+    ),
+    (
+        "several nodes: generation leaves nodes for training",
+        NONCOLOC_2N,
+        [f"{RES}.num_nodes=2"],
+        f"{RES}.num_nodes=2 takes all 2 nodes",
+    ),
+    (
+        "several nodes: generation needs a node count",
+        NONCOLOC_2N,
+        [f"{RES}.num_nodes=null"],
+        f"{RES}.num_nodes must be > 0",
+    ),
+    (
+        "megatron generation cannot be non-colocated",
+        NONCOLOC_2N,
+        ["policy.generation.backend=megatron"],
+        "backend=megatron cannot run without colocation",
+    ),
+    (
+        "exactly one training backend",
+        DENSE_32N,
+        ["policy.megatron_cfg.enabled=true"],
+        "dtensor_cfg.enabled and policy.megatron_cfg.enabled are both true",
+    ),
+    (
+        "segment size divides the nodes",
+        DENSE_32N,
+        ["++cluster.segment_size=6"],
+        "cluster.segment_size=6 does not divide cluster.num_nodes=32",
+    ),
+    (
+        "sizes are numbers",
+        DENSE_32N,
+        ["policy.dtensor_cfg.tensor_parallel_size=eight"],
+        "policy.dtensor_cfg.tensor_parallel_size: expected a whole number >= 1, got 'eight'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "path", "overrides", "problem"), RULES, ids=[r[0] for r in RULES])
+def test_each_rule_fits_and_misfits(
+    rule: str,  # noqa: ARG001 - the test id
+    path: Path,
+    overrides: list[str],
+    problem: str,
+) -> None:
+    assert compute(load(path).value).problems == ()
+    problems = compute(load(path, overrides).value).problems
+    assert len(problems) == 1, problems
+    assert problem in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "nodes", "gpus", "training", "generation", "dp", "roles"),
+    [
+        (NONCOLOC_2N, 2, 8, 8, 8, 8, ["training", "generation"]),
+        (NONCOLOC_1N, 1, 8, 6, 2, 3, ["training+generation"]),
+        (DENSE_32N, 32, 8, 256, 256, 32, ["training+generation"] * 32),
+        (MOE_8N, 8, 8, 64, 64, 16, ["training+generation"] * 8),
+        (SFT_8N, 8, 8, 64, 0, 4, ["training"] * 8),
+        (GYM, 33, 8, 256, 256, 128, ["training+generation"] * 32 + ["nemo-gym"]),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else None,
+)
+def test_layouts_of_fitting_configs(
+    path: Path,
+    nodes: int,
+    gpus: int,
+    training: int,
+    generation: int,
+    dp: int,
+    roles: list[str],
+) -> None:
+    layout = compute(load(path).value)
+    assert layout.problems == ()
+    assert (layout.nodes, layout.gpus_per_node) == (nodes, gpus)
+    assert (layout.training_gpus, layout.generation_gpus) == (training, generation)
+    assert layout.training is not None and layout.training.dp == dp
+    assert [r.role for r in layout.nodes_layout] == roles
+
+
+def test_plan_prints_the_allocation_and_layout(cli: Cli) -> None:
+    result = cli("plan", "--config", str(GYM))
+    assert result.code == 0, result.err
+    assert "33 node(s) x 8 GPU(s) = 264 GPU(s)" in result.out
+    assert "+ 1 NeMo Gym GPU node(s)" in result.out
+    assert "Megatron TP2 CP1 PP1 EP8 -> DP128 on 256 GPU(s)" in result.out
+    assert "vllm TP4 PP1 on 256 GPU(s), 64 engine(s), colocated with training" in result.out
+    assert "0-31  training+generation   8         8" in result.out
+    assert "32    nemo-gym" in result.out
+    assert result.out.rstrip().endswith("Fits.")
+
+
+def test_plan_json_has_the_promised_keys(cli: Cli) -> None:
+    result = cli("plan", "--config", str(NONCOLOC_2N), "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["nrl_launch_json"] == 1 and data["ok"] is True
+    assert data["nodes"] == 2 and data["gpus_per_node"] == 8
+    assert data["training_gpus"] == 8 and data["generation_gpus"] == 8
+    assert data["problems"] == []
+    assert [n["role"] for n in data["layout"]] == ["training", "generation"]
+
+
+def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
+    result = cli(
+        "plan",
+        "--config",
+        str(NONCOLOC_1N),
+        f"{RES}.gpus_per_node=8",
+        f"{V}.pipeline_parallel_size=3",
+        "--json",
+    )
+    assert result.code == 2
+    data = json.loads(result.out)
+    assert data["ok"] is False
+    assert len(data["problems"]) == 3
+    errors = result.err.splitlines()
+    assert errors == [f"nrl-launch: error: {p}" for p in data["problems"]]
+    assert "Traceback" not in result.err
+
+
+def test_plan_checks_the_job_against_the_config(cli: Cli) -> None:
+    result = cli("plan", "--config", str(GYM), "--nodes", "32")
+    assert result.code == 2
+    assert result.err.strip() == (
+        "nrl-launch: error: slurm.nodes=32 (from --nodes) but the config needs 33 node(s) "
+        "(cluster.num_nodes=32 + 1 NeMo Gym GPU node(s) (env.nemo_gym.num_gpu_nodes)): "
+        "use --nodes 33, or pass cluster.num_nodes to the driver"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "--config FILE: plan needs a NeMo RL config"),
+        (["--config", "nope.yaml"], "--config nope.yaml: no such file"),
+        (["--config", str(NONCOLOC_2N), "cluster.nodes=2"], "override 'cluster.nodes=2': "),
+        (["frobnicate", "--config", str(NONCOLOC_2N)], "recipe 'frobnicate' is not known"),
+    ],
+)
+def test_plan_bad_input_is_one_line(cli: Cli, args: list[str], message: str) -> None:
+    result = cli("plan", *args)
+    assert result.code == 2
+    (line,) = result.err.splitlines()
+    assert message in line

@@ -1,0 +1,262 @@
+"""`submit RECIPE --config FILE OVERRIDES`: the job sized from the config, the driver command
+built, overrides passed on untouched, contradictions refused, before anything is written.
+Rendered through the same path as submit (`render`), and the driver argv read back by bash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+from tests.test_quoting import bash_values, submit_argv
+
+NEMO = Path(__file__).parent / "data" / "nemo_rl"
+NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
+SFT_8N = NEMO / "recipes" / "llm" / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
+GYM = NEMO / "nemo_gym" / "grpo_nanov3.yaml"
+DRIVER = 'printf "%s\\0" "${NRL_DRIVER[@]}"'
+
+
+def rendered(cli: Cli, *args: str) -> tuple[str, str]:
+    result = cli("render", *args)
+    assert result.code == 0, result.err
+    return result.out, result.err
+
+
+def test_recipe_builds_the_driver_and_sizes_the_job(cli: Cli) -> None:
+    script, err = rendered(cli, "grpo", "--config", str(NONCOLOC_2N), "--time", "30")
+    assert bash_values(script, DRIVER) == [
+        "uv",
+        "run",
+        "examples/run_grpo.py",
+        "--config",
+        str(NONCOLOC_2N),
+        "++checkpointing.checkpoint_must_save_by=00:00:15:00",
+    ]
+    argv = submit_argv(script)
+    assert "--nodes=2" in argv and "--gres=gpu:8" in argv
+    assert "note: slurm.nodes=2: from cluster.num_nodes=2" in err
+
+
+def test_overrides_reach_the_driver_untouched(cli: Cli) -> None:
+    overrides = [
+        "policy.model_name=/models/it's a $(whoami) `x`",
+        "++logger.wandb.name=${oc.env:USER}-run",
+        "~policy.tokenizer",
+        "+data.extra='quoted; rm -rf /'",
+        "logger.wandb_enabled=False",
+    ]
+    script, _ = rendered(cli, "grpo", "--config", str(NONCOLOC_2N), *overrides, "--time", "5")
+    driver = bash_values(script, DRIVER)
+    assert driver[5:10] == overrides
+
+
+def test_nemo_gym_nodes_are_extra_slurm_nodes(cli: Cli) -> None:
+    script, _ = rendered(cli, "nemo-gym-grpo", "--config", str(GYM))
+    assert "--nodes=33" in submit_argv(script)
+    assert bash_values(script, DRIVER)[2] == "examples/nemo_gym/run_grpo_nemo_gym.py"
+
+
+def test_flags_that_differ_from_the_file_are_passed_to_the_driver(cli: Cli) -> None:
+    script, err = rendered(cli, "nemo-gym-grpo", "--config", str(GYM), "--nodes", "17")
+    assert "--nodes=17" in submit_argv(script)
+    assert "++cluster.num_nodes=16" in bash_values(script, DRIVER)
+    assert "cluster.num_nodes is 32 in the config; the job has 16 (--nodes)" in err
+
+
+def test_a_config_without_cluster_keys_gets_them(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "bare.yaml"
+    config.write_text("defaults: " + str(NEMO / "sft_base.yaml") + "\n")
+    config.write_text(config.read_text() + "cluster: {}\n")
+    script, _ = rendered(
+        cli, "sft", "--config", str(config), "--nodes", "2", "--gpus-per-node", "4"
+    )
+    driver = bash_values(script, DRIVER)
+    assert "++cluster.num_nodes=2" in driver and "++cluster.gpus_per_node=4" in driver
+
+
+def test_a_flag_contradicting_an_override_is_refused(cli: Cli, isolated: Path) -> None:
+    result = cli(
+        "render",
+        "grpo",
+        "--config",
+        str(NONCOLOC_2N),
+        "cluster.num_nodes=2",
+        "--nodes",
+        "3",
+        "-o",
+        "job.sbatch",
+    )
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "nrl-launch: error: slurm.nodes=3 (from --nodes) contradicts the override "
+        "'cluster.num_nodes=2': drop one of them"
+    ]
+    assert not (isolated / "job.sbatch").exists()
+
+
+def test_a_misfit_is_refused_before_anything_is_written(cli: Cli, isolated: Path) -> None:
+    args = ["grpo", "--config", str(NONCOLOC_2N), "policy.dtensor_cfg.tensor_parallel_size=3"]
+    result = cli("submit", *args)
+    assert result.code == 2
+    assert "policy training: 8 GPU(s) are not a multiple of 3" in result.err
+    assert not list(isolated.rglob("*")) and not (isolated.parent / "home" / ".local").exists()
+    # --no-check: the same job renders, the problem becomes a warning
+    result = cli("render", *args, "--no-check")
+    assert result.code == 0
+    assert "warning: policy training: 8 GPU(s) are not a multiple of 3" in result.err
+    assert "--nodes=2" in submit_argv(result.out)
+
+
+def test_a_raw_command_with_a_config_is_checked_not_changed(cli: Cli) -> None:
+    result = cli(
+        "render",
+        "--set",
+        f"nemo_rl.config={SFT_8N}",
+        "--nodes",
+        "4",
+        "--",
+        "uv",
+        "run",
+        "examples/run_sft.py",
+        "--config",
+        str(SFT_8N),
+    )
+    assert result.code == 2
+    assert "slurm.nodes=4 (from --nodes) but the config needs 8 node(s)" in result.err
+
+
+def test_a_profile_can_rename_a_driver(cli: Cli, tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("nemo_rl:\n  drivers:\n    grpo: examples/run_grpo_math.py\n")
+    script, _ = rendered(cli, "--profile", str(profile), "grpo", "--config", str(NONCOLOC_2N))
+    assert bash_values(script, DRIVER)[2] == "examples/run_grpo_math.py"
+    script, _ = rendered(cli, "--profile", str(profile), "sft", "--config", str(SFT_8N))
+    assert bash_values(script, DRIVER)[2] == "examples/run_sft.py"  # the others stay
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["grpo", "--config", "missing.yaml"], "--config missing.yaml: no such file"),
+        (["grpo"], "RECIPE grpo: give the NeMo RL config with --config FILE"),
+        (["dance", "--config", str(SFT_8N)], "recipe 'dance' is not known; accepted: grpo, sft"),
+        (["grpo", "--config", str(SFT_8N), "--interactive"], "but the job is interactive"),
+        (["--config", str(SFT_8N), "sft", "x=1"], "override 'x=1': x is not in the config"),
+    ],
+)
+def test_recipe_bad_input_is_one_line(cli: Cli, args: list[str], message: str) -> None:
+    result = cli("render", *args)
+    assert result.code == 2
+    (line,) = result.err.splitlines()
+    assert message in line
+
+
+def test_time_limit_sets_the_checkpoint_deadline_with_a_margin(cli: Cli) -> None:
+    script, _ = rendered(
+        cli,
+        "sft",
+        "--config",
+        str(SFT_8N),
+        "--time",
+        "1-00:00:00",
+        "--set",
+        "nemo_rl.checkpoint_margin_min=30",
+    )
+    assert "++checkpointing.checkpoint_must_save_by=00:23:30:00" in bash_values(script, DRIVER)
+    script, _ = rendered(
+        cli, "sft", "--config", str(SFT_8N), "checkpointing.enabled=false", "--time", "4:00:00"
+    )
+    assert not any("must_save_by" in w for w in bash_values(script, DRIVER))
+
+
+def test_a_deadline_after_the_time_limit_is_a_warning(cli: Cli) -> None:
+    _, err = rendered(
+        cli,
+        "sft",
+        "--config",
+        str(SFT_8N),
+        "--time",
+        "1:00:00",
+        "++checkpointing.checkpoint_must_save_by=00:02:00:00",
+    )
+    assert "checkpoint_must_save_by=00:02:00:00 is after the time limit 1:00:00" in err
+
+
+def test_caches_dir_sets_every_cache_and_mounts_it(cli: Cli) -> None:
+    script, _ = rendered(
+        cli, "--interactive", "--container", "img", "--set", "caches=/lustre/me/cache"
+    )
+    env = bash_values(
+        script,
+        'job_env; printf "%s\\0" "$HF_HOME" "$TRANSFORMERS_CACHE" "$HF_DATASETS_CACHE" '
+        '"$NRL_MEGATRON_CHECKPOINT_DIR" "$UV_CACHE_DIR" "${NRL_CACHE_DIRS[@]}"',
+    )
+    assert env == [
+        "/lustre/me/cache/huggingface",
+        "/lustre/me/cache/huggingface/hub",
+        "/lustre/me/cache/huggingface/datasets",
+        "/lustre/me/cache/megatron",
+        "/lustre/me/cache/uv",
+        "/lustre/me/cache",
+    ]
+    (mounts,) = bash_values(
+        script, 'NRL_SUBMIT_DIR=/s; set_container_args x; printf "%s\\0" "${NRL_CONTAINER_ARGS[1]}"'
+    )
+    assert (
+        mounts == "--container-mounts=/lustre/me/cache:/lustre/me/cache,/logs/1-logs:/logs/1-logs"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        (["--set", "caches.hf_home=/tmp/hf"], "caches (HF_HOME) /tmp/hf is not on storage every"),
+        (["--set", "caches=/dev/shm/c"], "/dev/shm is local to each node"),
+        (
+            [
+                "grpo",
+                "--config",
+                str(NONCOLOC_2N),
+                "--container",
+                "img",
+                "--set",
+                "container.workdir=/opt/nemo-rl",
+            ],
+            "checkpointing.checkpoint_dir results/grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-"
+            "noncolocated is not on storage every node shares: it is relative to the driver's "
+            "working directory /opt/nemo-rl, and it is inside the container",
+        ),
+        (
+            ["grpo", "--config", str(NONCOLOC_2N), "++logger.log_dir=/tmp/logs"],
+            "logger.log_dir /tmp/logs is not on storage every node shares",
+        ),
+    ],
+)
+def test_node_local_storage_is_a_warning(cli: Cli, args: list[str], warning: str) -> None:
+    if "grpo" not in args:
+        args = [*args, "--interactive"]
+    _, err = rendered(cli, *args)
+    assert warning in err
+
+
+def test_shared_storage_gives_no_warning(cli: Cli) -> None:
+    _, err = rendered(
+        cli,
+        "grpo",
+        "--config",
+        str(NONCOLOC_2N),
+        "--set",
+        "caches=/lustre/me/cache",
+        "++checkpointing.checkpoint_dir=/lustre/me/ckpt",
+        "++logger.log_dir=/lustre/me/logs",
+    )
+    assert "warning" not in err
+
+
+def test_plan_json_shows_the_driver_a_recipe_would_run(cli: Cli) -> None:
+    result = cli("plan", "sft", "--config", str(SFT_8N), "--json")
+    data = json.loads(result.out)
+    assert data["driver"][:3] == ["uv", "run", "examples/run_sft.py"]
