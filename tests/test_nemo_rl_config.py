@@ -10,9 +10,10 @@ import pytest
 from nrl_launch.errors import ConfigError
 from nrl_launch.nemorl.config import MISSING, load, parse_override
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl"
+NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
+GYM_DIR = NEMO.parent / "nemo_gym"
 RECIPES = NEMO / "recipes" / "llm"
-EVERY_CONFIG = sorted(NEMO.rglob("*.yaml"))
+EVERY_CONFIG = sorted(NEMO.parent.rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EVERY_CONFIG, ids=lambda p: p.name)
@@ -36,12 +37,14 @@ def test_defaults_are_relative_to_the_child_and_the_child_wins() -> None:
 
 
 def test_a_list_of_defaults_merges_in_order_depth_first() -> None:
-    cfg = load(NEMO / "nemo_gym" / "grpo_nanov3.yaml")
-    # grpo_nanov3 <- megatron_gym_base <- [grpo_base, megatron]: megatron.yaml, later, wins.
+    cfg = load(GYM_DIR / "grpo_nanov3_judge_node.yaml")
+    # judge_node <- grpo_nanov3 <- megatron_gym_base <- [grpo_base, megatron]: megatron.yaml,
+    # later, wins over grpo_base.yaml.
     assert cfg.value("policy.megatron_cfg.enabled") is True
     assert cfg.value("policy.dtensor_cfg.enabled") is False
-    assert cfg.value("env.nemo_gym.num_gpu_nodes") == 1  # the child beats its parent's 0
+    assert cfg.value("env.nemo_gym.num_gpu_nodes") == 1  # the child beats its parents' 0
     assert [p.name for p in cfg.files] == [
+        "grpo_nanov3_judge_node.yaml",
         "grpo_nanov3.yaml",
         "megatron_gym_base.yaml",
         "grpo_base.yaml",

@@ -12,14 +12,15 @@ from nrl_launch.nemorl.config import load
 from nrl_launch.nemorl.layout import compute
 from tests.conftest import Cli
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl"
+NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
+GYM_DIR = NEMO.parent / "nemo_gym"
 RECIPES = NEMO / "recipes" / "llm"
 NONCOLOC_2N = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 NONCOLOC_1N = RECIPES / "grpo-qwen2.5-7b-1n8g-noncolocated.yaml"
 DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"
 MOE_8N = RECIPES / "grpo-qwen3-30ba3b-8n8g-megatron.yaml"
 SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
-GYM = NEMO / "nemo_gym" / "grpo_nanov3.yaml"
+GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 
 V = "policy.generation.vllm_cfg"
 RES = "policy.generation.colocated.resources"

@@ -12,10 +12,11 @@ import pytest
 from tests.conftest import Cli
 from tests.test_quoting import bash_values, submit_argv
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl"
+NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
+GYM_DIR = NEMO.parent / "nemo_gym"
 NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 SFT_8N = NEMO / "recipes" / "llm" / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
-GYM = NEMO / "nemo_gym" / "grpo_nanov3.yaml"
+GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 DRIVER = 'printf "%s\\0" "${NRL_DRIVER[@]}"'
 
 
