@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,59 +18,89 @@ import pytest
 from tests.conftest import EXAMPLES, Cli, shellcheck
 
 GOLDEN = Path(__file__).parent / "golden"
-JOBS = sorted(EXAMPLES.glob("*.yaml"))
+# The seed scenarios name their NeMo RL configs as users do, from a NeMo RL checkout: they are
+# rendered from one shaped like it.
+NEMO_CHECKOUT = Path(__file__).parent / "data" / "nemo_rl"
 
 
-def golden_path(job: Path) -> Path:
-    return GOLDEN / f"{job.stem}.sbatch"
+@dataclass(frozen=True)
+class Case:
+    name: str  # the golden file is golden/<name>.sbatch
+    args: tuple[str, ...]  # nrl-launch's argv
+    cwd: Path | None = None
+
+
+def _cases() -> list[Case]:
+    cases = [Case(job.stem, ("render", "-f", str(job))) for job in sorted(EXAMPLES.glob("*.yaml"))]
+    for scenario in sorted((EXAMPLES / "scenarios").iterdir()):
+        files = ("--profile", str(scenario / "profile.yaml"), "-f", str(scenario / "job.yaml"))
+        cases.append(Case(f"scenarios/{scenario.name}", ("render", *files), NEMO_CHECKOUT))
+    return cases
+
+
+CASES = _cases()
+
+
+def golden_path(case: Case) -> Path:
+    return GOLDEN / f"{case.name}.sbatch"
+
+
+def render(cli: Cli, case: Case, monkeypatch: pytest.MonkeyPatch) -> str:
+    if case.cwd is not None:
+        monkeypatch.chdir(case.cwd)
+    result = cli(*case.args)
+    assert result.code == 0, result.err
+    # The examples are what users copy: none of them may draw a warning.
+    assert "warning" not in result.err, result.err
+    return result.out
 
 
 def test_every_example_has_a_golden() -> None:
-    assert len(JOBS) >= 4
-    stale = {p.name for p in GOLDEN.glob("*.sbatch")} - {golden_path(j).name for j in JOBS}
+    assert len(CASES) >= 7
+    names = {golden_path(c).relative_to(GOLDEN) for c in CASES}
+    stale = {p.relative_to(GOLDEN) for p in GOLDEN.rglob("*.sbatch")} - names
     assert not stale, f"golden files with no example: {sorted(stale)}"
 
 
-@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
-def test_render_matches_golden(cli: Cli, job: Path) -> None:
-    result = cli("render", "-f", str(job))
-    assert result.code == 0, result.err
-    golden = golden_path(job)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_render_matches_golden(cli: Cli, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(cli, case, monkeypatch)
+    golden = golden_path(case)
     if os.environ.get("NRL_LAUNCH_ACCEPT_GOLDEN"):
-        golden.write_text(result.out, encoding="utf-8")
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(out, encoding="utf-8")
     expected = golden.read_text(encoding="utf-8") if golden.exists() else ""
-    if result.out != expected:
+    if out != expected:
         diff = "".join(
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
-                result.out.splitlines(keepends=True),
+                out.splitlines(keepends=True),
                 str(golden),
                 "rendered",
             )
         )
         pytest.fail(
-            f"{job.name} renders differently from {golden.name}:\n{diff}\n"
+            f"{case.name} renders differently from {golden.name}:\n{diff}\n"
             "If the change is intended: NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest "
             "tests/test_golden.py"
         )
 
 
-@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
-def test_golden_is_valid_bash(job: Path) -> None:
-    result = subprocess.run(["bash", "-n", str(golden_path(job))], capture_output=True, text=True)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_golden_is_valid_bash(case: Case) -> None:
+    result = subprocess.run(["bash", "-n", str(golden_path(case))], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
-def test_golden_is_shellcheck_clean(job: Path) -> None:
-    result = shellcheck(golden_path(job))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_golden_is_shellcheck_clean(case: Case) -> None:
+    result = shellcheck(golden_path(case))
     assert result.returncode == 0, result.stdout
 
 
-@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
-def test_render_is_deterministic(cli: Cli, job: Path) -> None:
-    first, second = cli("render", "-f", str(job)), cli("render", "-f", str(job))
-    assert first.out == second.out
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_render_is_deterministic(cli: Cli, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert render(cli, case, monkeypatch) == render(cli, case, monkeypatch)
 
 
 def test_header_names_version_and_submit_command(cli: Cli) -> None:
@@ -82,10 +113,19 @@ def test_header_names_version_and_submit_command(cli: Cli) -> None:
     assert lines[2].endswith(" nrl-launch.sbatch")
 
 
-def test_sbatch_flags_are_sorted_and_complete(cli: Cli) -> None:
-    result = cli("render", "--json", "-f", str(EXAMPLES / "nemotron-3-nano-30b-32node.yaml"))
+def test_sbatch_flags_are_sorted_and_complete(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
+    scenario = EXAMPLES / "scenarios" / "nemotron-3-nano-30b-32node"
+    monkeypatch.chdir(NEMO_CHECKOUT)
+    result = cli(
+        "render",
+        "--json",
+        "--profile",
+        str(scenario / "profile.yaml"),
+        "-f",
+        str(scenario / "job.yaml"),
+    )
     argv = json.loads(result.out)["argv"]
     flags = argv[2:-1]
     assert argv[:2] == ["sbatch", "--parsable"]
@@ -116,7 +156,11 @@ PYXIS_FLAGS = {
     "--container-writable",
     "--container-readonly",
 }
-PYXIS_JOBS = [j for j in JOBS if "--container-image=" in golden_path(j).read_text()]
+PYXIS_CASES = [
+    c
+    for c in CASES
+    if golden_path(c).exists() and "--container-image=" in golden_path(c).read_text()
+]
 
 
 def container_args(script_path: Path, *call: str) -> dict[str, str]:
@@ -136,12 +180,12 @@ def container_args(script_path: Path, *call: str) -> dict[str, str]:
     return dict(a.partition("=")[::2] for a in done.stdout.splitlines())
 
 
-@pytest.mark.parametrize("job", PYXIS_JOBS, ids=lambda p: p.stem)
-def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
+@pytest.mark.parametrize("case", PYXIS_CASES, ids=lambda c: c.name)
+def test_golden_container_args_are_pyxis_flags(case: Case) -> None:
     """Run the golden's own set_container_args in bash: every argument it gives srun is a pyxis
     flag, the image and workdir are set, and every mount (the log dir included) is SRC:DST[:FLAGS]
     with absolute paths."""
-    args = container_args(golden_path(job), "ray-head")
+    args = container_args(golden_path(case), "ray-head")
     assert set(args) <= PYXIS_FLAGS, set(args) - PYXIS_FLAGS
     assert args["--container-image"] and args["--container-workdir"].startswith("/")
     assert args["--container-name"] == "ray-head"
@@ -152,11 +196,11 @@ def test_golden_container_args_are_pyxis_flags(job: Path) -> None:
         assert src.startswith("/") and dst.startswith("/") and len(flags) <= 1, mount
 
 
-@pytest.mark.parametrize("job", PYXIS_JOBS, ids=lambda p: p.stem)
-def test_golden_attach_reenters_the_named_container_without_an_image(job: Path) -> None:
+@pytest.mark.parametrize("case", PYXIS_CASES, ids=lambda c: c.name)
+def test_golden_attach_reenters_the_named_container_without_an_image(case: Case) -> None:
     """Attach names the node's container and gives no image: pyxis enters the container the
     job's step made, importing (pulling) nothing."""
-    args = container_args(golden_path(job), "ray-worker", "attach")
+    args = container_args(golden_path(case), "ray-worker", "attach")
     assert set(args) <= PYXIS_FLAGS and "--container-image" not in args
     assert args["--container-name"] == "ray-worker"
 
@@ -172,7 +216,7 @@ def test_attach_without_a_container_workdir_runs_on_a_login_node(cli: Cli, tmp_p
 
 
 def test_some_example_uses_pyxis() -> None:
-    assert len(PYXIS_JOBS) >= 2
+    assert len(PYXIS_CASES) >= 4
 
 
 def test_local_render_is_valid_and_shellcheck_clean(cli: Cli, tmp_path: Path) -> None:
