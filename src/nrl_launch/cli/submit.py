@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from nrl_launch import output
 from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.errors import UsageError
+
+if TYPE_CHECKING:
+    from nrl_launch.spec import LaunchSpec
 
 
 @job_options
@@ -18,20 +22,43 @@ def submit(
         bool,
         typer.Option("--wait", help="Follow the job to its end; exit with the driver's exit code."),
     ] = False,
+    chain: Annotated[
+        int | None,
+        typer.Option(
+            "--chain",
+            help="Submit N jobs that run one after another (Slurm's singleton dependency); "
+            "each resumes from the newest checkpoint. --wait follows the last.",
+            metavar="N",
+        ),
+    ] = None,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
     from nrl_launch.jobs.launch import launch
 
-    spec = flags.prepare().spec
-    rec = launch(spec)
+    if chain is not None and chain < 1:
+        raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
+    prepared = flags.prepare()
+    spec = prepared.spec
+    if chain is not None:
+        spec = _chained(spec, prepared.checkpointing)
+    records = [launch(spec) for _ in range(chain or 1)]
+    rec = records[-1]
     job_id = rec.job_id
     submitted = {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv}
+    if chain is not None:
+        submitted["chain"] = [r.job_id for r in records]
     if flags.json and not wait:
         output.emit_json("submit", submitted)
     elif flags.json:
         pass  # one object, printed once the job has ended
     elif quiet:
-        output.emit_text(job_id)
+        output.emit_text("\n".join(r.job_id for r in records))
+    elif chain is not None:
+        ids = " ".join(r.job_id for r in records)
+        output.emit_text(
+            f"Submitted a chain of {chain} jobs, each starting when the one before ends: {ids}\n"
+            f"  nrl-launch list    nrl-launch status {ids}    nrl-launch cancel {ids}"
+        )
     else:
         output.emit_text(
             f"Submitted job {job_id} ({spec.slurm.nodes} node(s)); logs in {rec.log_dir}\n"
@@ -55,3 +82,22 @@ def submit(
 
         output.emit_json("submit", submitted | {"status": status_object(query.statuses([rec])[0])})
     return code
+
+
+def _chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:
+    """The spec with Slurm's singleton dependency: one job of this name and user at a time."""
+    if spec.backend != "slurm":
+        raise UsageError("--chain: the local backend has no scheduler to chain jobs on")
+    if checkpointing is False:
+        raise UsageError(
+            "--chain: checkpointing.enabled is false in the config, so every job of the chain "
+            "would start over; pass checkpointing.enabled=true"
+        )
+    if spec.interactive:
+        raise UsageError("--chain: an interactive job runs no driver to continue")
+    dependency = spec.slurm.dependency
+    if dependency is None or "singleton" not in dependency.split(","):
+        dependency = f"{dependency},singleton" if dependency else "singleton"
+    return spec.model_copy(
+        update={"slurm": spec.slurm.model_copy(update={"dependency": dependency})}
+    )

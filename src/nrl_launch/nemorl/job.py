@@ -38,6 +38,7 @@ class Prepared:
     notes: tuple[str, ...] = ()  # what nrl-launch derived or passed on, one line each
     warnings: tuple[str, ...] = ()
     injected: tuple[str, ...] = ()  # overrides added to the driver's argv
+    checkpointing: bool | None = None  # the config's checkpointing.enabled (None: no config)
 
 
 @dataclass
@@ -80,6 +81,7 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
         notes=tuple(draft.notes),
         warnings=tuple(warnings),
         injected=tuple(draft.injected),
+        checkpointing=cfg.value("checkpointing.enabled", False) is True,
     )
 
 
