@@ -261,3 +261,30 @@ def test_plan_json_shows_the_driver_a_recipe_would_run(cli: Cli) -> None:
     result = cli("plan", "sft", "--config", str(SFT_8N), "--json")
     data = json.loads(result.out)
     assert data["driver"][:3] == ["uv", "run", "examples/run_sft.py"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--chain", "0"], "--chain 0: expected a number of jobs, 1 or more"),
+        (["checkpointing.enabled=false", "--chain", "3"], "checkpointing.enabled is false"),
+        (
+            [
+                "--chain",
+                "2",
+                "--backend",
+                "local",
+                "--set",
+                f"nemo_rl.config={NEMO / 'sft_base.yaml'}",
+            ],
+            "--chain: the local backend has no scheduler",
+        ),
+    ],
+)
+def test_a_chain_that_cannot_resume_is_refused(
+    cli: Cli, isolated: Path, args: list[str], message: str
+) -> None:
+    result = cli("submit", "sft", "--config", str(SFT_8N), *args)
+    assert result.code == 2
+    assert message in result.err.splitlines()[-1]
+    assert not list(isolated.iterdir())
