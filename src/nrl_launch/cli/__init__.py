@@ -18,6 +18,7 @@ from nrl_launch.cli import (
     cancel,
     config,
     dashboard,
+    doctor,
     list_jobs,
     logs,
     render,
@@ -47,6 +48,7 @@ app.command("cancel")(cancel.cancel)
 app.command("dashboard")(dashboard.dashboard)
 app.command("list")(list_jobs.list_jobs)
 app.command("render")(render.render)
+app.command("doctor")(doctor.doctor)
 app.add_typer(config.app, name="config")
 
 
