@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import nrl_launch
 from nrl_launch import doctor
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.layers import Resolved, Setting, resolve
@@ -658,5 +659,7 @@ def test_local_backend_checks_only_files(cli: Cli) -> None:
     assert "slurm:" not in result.out
 
 
-def test_doctor_help_imports_no_heavy_library() -> None:
+def test_doctor_help_imports_no_heavy_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI in a fresh process must be this one (PYTHONPATH=src is relative to the repo).
+    monkeypatch.setenv("PYTHONPATH", str(Path(nrl_launch.__file__).parents[1]))
     assert not roots(imported("doctor", "--help")) & {"ray", "jinja2", "yaml", "rich"}

@@ -11,6 +11,7 @@ it (or its probe job) removes at once.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
@@ -802,13 +803,13 @@ def report_path(dirs: Sequence[tuple[str, Path]], job_id: str) -> Path:
     return dirs[0][1] / f"{PROBE_PREFIX}{job_id}.out"
 
 
-def _remove_probe_files(job_id: str, dirs: Sequence[Path], output: Path) -> None:
+def _remove_probe_files(job_id: str, dirs: Sequence[Path], report: Path) -> None:
     """What a cancelled or broken probe job left behind (it removes its files itself when it
     runs to the end)."""
-    for directory in dirs:
-        for leftover in directory.glob(f"{PROBE_PREFIX}{job_id}-*"):
+    # Clean-up must not hide the checks' results: a file that cannot be removed stays.
+    for leftover in [p for d in dirs for p in d.glob(f"{PROBE_PREFIX}{job_id}-*")] + [report]:
+        with contextlib.suppress(OSError):
             leftover.unlink(missing_ok=True)
-    output.unlink(missing_ok=True)
 
 
 def _read_report(output: Path, patience_s: float = 10.0) -> ProbeReport:
