@@ -384,6 +384,22 @@ def test_probe_names_the_node_and_dir_that_cannot_be_written() -> None:
     ]
 
 
+def test_probe_blames_only_the_node_that_could_not_write() -> None:
+    """node0 wrote (the captured report, edited), node1 could not: node0 not seeing node1's
+    file is the same problem, said once."""
+    text = (DATA / "doctor-probe-setup-and-write-failed.txt").read_text()
+    edited = text.replace(
+        "node0|write|caches.hf_home|failed|No such file or directory",
+        "node0|write|caches.hf_home|ok|",
+    )
+    assert edited != text
+    dirs = [("caches.hf_home", Path("/tmp/ray/x"))]
+    checks = doctor.probe_checks(spec(slurm__nodes=2), doctor.parse_probe(edited), dirs)
+    assert lines([c for c in checks if c.name.startswith("caches.")]) == [
+        "fail caches.hf_home on node1: cannot write in /tmp/ray/x: No such file or directory"
+    ]
+
+
 def test_probe_fails_when_ray_is_not_on_the_nodes() -> None:
     found = doctor.probe_checks(
         spec(slurm__nodes=2), report("no-ray"), [("logs.base_dir", Path("/tmp/dr"))]
