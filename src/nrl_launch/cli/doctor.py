@@ -96,9 +96,11 @@ def _names(failed: list[Check], most: int = 6) -> str:
 
 
 def _print_settings(used: list[tuple[str, Any, str]]) -> None:
+    from nrl_launch.layers import DEFAULT  # loaded already: the spec was resolved
+
     output.emit_text("Settings")
     for key, value, source in used:
-        origin = "default" if source == "default" else f"from {source}"
+        origin = "default" if source == DEFAULT else f"from {source}"
         output.emit_text(f"  {key} = {_shown(value)}  ({origin})")
     output.emit_text("")
 
