@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "CheckFailedError",
     "ConfigError",
     "ExitCode",
     "JobNotFoundError",
@@ -30,6 +31,7 @@ class ExitCode(enum.IntEnum):
     SCHEDULER = 3  # sbatch, squeue, scancel... failed or could not be run; their stderr is shown
     NOT_FOUND = 4  # no record of that job id
     NOT_RUNNING = 5  # the job is not in a state that allows this (pending, or already ended)
+    CHECK_FAILED = 6  # doctor: a check failed (its line says which and why)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -84,6 +86,12 @@ class JobNotRunningError(NrlLaunchError):
     """The job is pending or has ended: there is nothing to attach to, stop or open."""
 
     exit_code = ExitCode.NOT_RUNNING
+
+
+class CheckFailedError(NrlLaunchError):
+    """doctor found a problem: the job would not run as specified (each check printed its line)."""
+
+    exit_code = ExitCode.CHECK_FAILED
 
 
 class StateError(NrlLaunchError):

@@ -18,6 +18,7 @@ from nrl_launch.cli import (
     cancel,
     config,
     dashboard,
+    doctor,
     list_jobs,
     logs,
     plan,
@@ -49,6 +50,7 @@ app.command("dashboard")(dashboard.dashboard)
 app.command("list")(list_jobs.list_jobs)
 app.command("render")(render.render)
 app.command("plan")(plan.plan)
+app.command("doctor")(doctor.doctor)
 app.add_typer(config.app, name="config")
 
 

@@ -1,0 +1,265 @@
+"""`nrl-launch doctor` on the dev cluster: real Slurm answers, real probe jobs on real nodes.
+
+Each dev-cluster node mounts a /tmp/ray of its own (scripts/dev-cluster, start_slurmd) while the
+rest of the file system is shared: /tmp/ray is this machine's "node-local disk", the place a
+job's cache must not be.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import nrl_launch
+from tests.cluster.conftest import ON_NODE0_AND_1, nodes_are_clean
+from tests.conftest import Cli, wait_until
+
+pytestmark = pytest.mark.cluster
+CLI = [sys.executable, "-m", "nrl_launch"]
+# The checks doctor makes before it submits anything, in order, on the dev cluster.
+SLURM_CHECKS = [
+    "slurm",
+    "slurm.partition",
+    "slurm.time",
+    "slurm.account",
+    "slurm.nodes",
+    "slurm.gpus_per_node",
+    "sbatch --test-only",
+]
+
+
+def checks(out: str) -> dict[str, list[str]]:
+    """Each check's lines (`STATUS  NAME: DETAIL`), by name, in the order printed."""
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if line[:6] in ("ok    ", "warn  ", "FAIL  "):
+            found.setdefault(line[6:].split(": ", 1)[0], []).append(line)
+    return found
+
+
+@pytest.fixture
+def login_only(dev_cluster: None) -> Iterator[Path]:  # noqa: ARG001 - the nodes must be up
+    """A dir under /tmp/ray that exists on this machine only: no node sees it."""
+    path = Path("/tmp/ray") / f"nrl-doctor-test-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    yield path
+    path.rmdir()
+
+
+def leftovers(*dirs: Path) -> list[Path]:
+    return [p for d in dirs if d.is_dir() for p in d.glob(".nrl-doctor-*")]
+
+
+def test_a_job_that_fits_passes_on_its_nodes(
+    cli: Cli, cluster_job: list[str], tmp_path: Path
+) -> None:
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    started = time.monotonic()
+    result = cli(
+        "doctor", "--on-nodes", *ON_NODE0_AND_1, *cluster_job, "--set", f"caches.hf_home={hf}"
+    )
+    took = time.monotonic() - started
+    assert result.code == 0, result.out + result.err
+    found = checks(result.out)
+    assert list(found)[: len(SLURM_CHECKS)] == SLURM_CHECKS
+    assert all(line.startswith("ok") for lines in found.values() for line in lines), result.out
+    assert "  slurm.nodes = 2  (from --nodes)" in result.out
+    assert "  setup = source " in result.out  # --on-nodes runs the setup: it is listed
+    logs = tmp_path / "logs"  # does not exist yet: probed where submit will create it
+    assert found["logs.base_dir"] == [
+        f"ok    logs.base_dir: {logs} does not exist yet; submit creates it in {tmp_path} "
+        "(writable)"
+    ]
+    for node in ("node0", "node1"):
+        (line,) = found[node]
+        assert line.startswith(f"ok    {node}: hostname {node}; 8 GPUs (CUDA_VISIBLE_DEVICES=")
+        assert "; ray, version " in line
+    assert found["caches.hf_home on nodes"] == [
+        f"ok    caches.hf_home on nodes: all 2 nodes wrote a file in {hf} and saw each other's"
+    ]
+    assert not logs.exists()  # doctor created nothing
+    assert leftovers(tmp_path, hf) == []
+    wait_until(nodes_are_clean, 60)
+    print(f"doctor --on-nodes, 2 nodes: {took:.1f} s", file=sys.__stderr__)
+
+
+@pytest.mark.parametrize(
+    ("flags", "failed"),
+    [
+        (
+            ["--partition", "nope"],
+            {
+                "slurm.partition": "'nope' (from --partition) does not exist; partitions: batch, "
+                "debug",
+                "sbatch --test-only": "Slurm refuses the request: sbatch: error: invalid "
+                "partition specified: nope; allocation failure: Invalid partition name specified",
+            },
+        ),
+        (
+            ["--gpus-per-node", "16"],
+            {
+                "slurm.gpus_per_node": "16 (from --gpus-per-node), but partition batch's nodes "
+                "have at most 8 GPUs (gres: gpu:8)",
+                "sbatch --test-only": "Slurm refuses the request: allocation failure: Requested "
+                "node configuration is not available",
+            },
+        ),
+        (
+            ["--partition", "debug", "--time", "2:00:00"],
+            {
+                "slurm.time": "2:00:00 (from --time) is longer than partition debug's time limit "
+                "01:00:00",
+                "sbatch --test-only": "Slurm refuses the request: allocation failure: Requested "
+                "time limit is invalid (missing or exceeds some limit)",
+            },
+        ),
+        (
+            [
+                "--container",
+                "nvcr.io/nvidia/nemo-rl:v0.4.0",
+                "--mount",
+                "/nonexistent/nrl-doctor:/data",
+            ],
+            {
+                "container.mounts": "source /nonexistent/nrl-doctor does not exist (mount "
+                "/nonexistent/nrl-doctor:/data)"
+            },
+        ),
+    ],
+    ids=["no-such-partition", "16-gpus-per-node", "time-limit", "missing-mount-source"],
+)
+def test_a_check_that_fails_names_the_problem_and_exits_6(
+    cli: Cli,
+    dev_cluster: None,  # noqa: ARG001 - the cluster must be up
+    tmp_path: Path,
+    flags: list[str],
+    failed: dict[str, str],
+) -> None:
+    result = cli("doctor", "--log-dir", str(tmp_path), *flags)
+    assert result.code == 6, result.out + result.err
+    fails = {
+        name: line
+        for name, lines in checks(result.out).items()
+        for line in lines
+        if line.startswith("FAIL")
+    }
+    assert fails == {name: f"FAIL  {name}: {detail}" for name, detail in failed.items()}
+    count = f"{len(failed)} check" + ("s" if len(failed) > 1 else "")
+    assert result.err == f"nrl-launch: error: doctor: {count} failed: {', '.join(failed)}\n"
+
+
+def test_on_nodes_finds_dirs_the_nodes_do_not_share(
+    cli: Cli, cluster_job: list[str], login_only: Path
+) -> None:
+    """caches.hf_home exists on this machine only: no node can write there. caches.uv is
+    /tmp/ray, which every node has, each its own: each node writes, none sees the others'."""
+    result = cli(
+        "doctor",
+        "--on-nodes",
+        *ON_NODE0_AND_1,
+        *cluster_job,
+        "--set",
+        f"caches.hf_home={login_only}",
+        "--set",
+        "caches.uv=/tmp/ray",
+    )
+    assert result.code == 6, result.out + result.err
+    fails = [line for line in result.out.splitlines() if line.startswith("FAIL")]
+    assert fails == [
+        f"FAIL  caches.hf_home on node0: cannot write in {login_only}: No such file or directory",
+        f"FAIL  caches.hf_home on node1: cannot write in {login_only}: No such file or directory",
+        "FAIL  caches.uv on node0: does not see the files node1 wrote in /tmp/ray: it is not the "
+        "same dir on every node (not shared storage)",
+        "FAIL  caches.uv on node1: does not see the files node0 wrote in /tmp/ray: it is not the "
+        "same dir on every node (not shared storage)",
+    ]
+    # This machine sees both dirs and can write in them: only the nodes tell.
+    assert f"ok    caches.hf_home: {login_only} is writable" in result.out
+    assert "ok    caches.uv: /tmp/ray is writable" in result.out
+    assert result.err.startswith("nrl-launch: error: doctor: 4 checks failed: caches.hf_home on ")
+    assert leftovers(login_only, Path("/tmp/ray")) == []
+    wait_until(nodes_are_clean, 60)
+
+
+def test_on_nodes_with_a_log_dir_the_nodes_cannot_see(
+    cli: Cli, cluster_job: list[str], login_only: Path
+) -> None:
+    """The report goes to the log dir: the probe job fails there (not the node: its own
+    --output is /dev/null), and doctor says where it looked."""
+    job = [*cluster_job]
+    job[job.index("--log-dir") + 1] = str(login_only)
+    result = cli("doctor", "--on-nodes", *ON_NODE0_AND_1, *job)
+    assert result.code == 6, result.out + result.err
+    fails = [line for line in result.out.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1, result.out
+    job_id = fails[0].removeprefix("FAIL  on nodes: probe job ").split()[0]
+    assert fails[0] == (
+        f"FAIL  on nodes: probe job {job_id} ended (FAILED, exit code 1) without writing its "
+        f"report {login_only}/.nrl-doctor-{job_id}.out: can the nodes write in {login_only} "
+        "(logs.base_dir)?"
+    )
+    drained = subprocess.run(
+        ["sinfo", "-h", "-N", "-t", "drain,down", "-o", "%N"], capture_output=True, text=True
+    )
+    assert drained.stdout.strip() == ""  # the failed probe took no node out of service
+    wait_until(nodes_are_clean, 60)
+
+
+def read_until(proc: subprocess.Popen[str], text: str, timeout: float = 120.0) -> str:
+    """stdout lines of `proc` up to the first holding `text` (fails after `timeout` s)."""
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {timeout:.0f} s; got:\n{seen}"
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        line = proc.stdout.readline() if ready else ""
+        assert line or not ready, f"doctor ended before {text!r}:\n{seen}"
+        seen += line
+    return seen
+
+
+def test_ctrl_c_cancels_the_probe_job(cluster_job: list[str], tmp_path: Path) -> None:
+    # The probe's setup step hangs, so the job is running when Ctrl-C comes.
+    job = [*cluster_job, "--set", "setup=sleep 600"]
+    env = {**os.environ, "PYTHONPATH": str(Path(nrl_launch.__file__).parents[1])}
+    proc = subprocess.Popen(
+        [*CLI, "doctor", "--on-nodes", *ON_NODE0_AND_1, *job],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        seen = read_until(proc, ": RUNNING")
+        job_id = seen.split("probe job ")[1].split()[0]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert f"nrl-launch: warning: cancelled probe job {job_id}" in err
+    assert "Traceback" not in err
+
+    def state() -> str:
+        return subprocess.run(
+            ["squeue", "-h", "-j", job_id, "--states=all", "-o", "%T"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    wait_until(lambda: state() in ("CANCELLED", ""), 60)
+    assert leftovers(tmp_path) == []
+    wait_until(nodes_are_clean, 60)

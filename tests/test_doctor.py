@@ -1,0 +1,681 @@
+"""`nrl-launch doctor`: the parsers and verdicts on output captured from the dev cluster's Slurm
+22.05 (tests/data/slurm-22.05), and the command against fake Slurm commands that answer with
+that output. The same checks run for real in tests/cluster/test_doctor.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import nrl_launch
+from nrl_launch import doctor
+from nrl_launch.doctor import Check, NodeGroup, Partition
+from nrl_launch.layers import Resolved, Setting, resolve
+from nrl_launch.runner import Completed
+from nrl_launch.spec import LaunchSpec
+from tests.conftest import Cli, shellcheck
+from tests.test_imports import imported, roots
+
+DATA = Path(__file__).parent / "data" / "slurm-22.05"
+CONFIG = doctor.parse_config((DATA / "scontrol-show-config.txt").read_text())
+PARTITIONS = doctor.parse_partitions((DATA / "scontrol-show-partition.txt").read_text())
+BATCH, DEBUG = PARTITIONS
+IDLE = doctor.parse_node_groups((DATA / "sinfo-partition-idle.txt").read_text())
+
+
+def resolved(**values: object) -> Resolved:
+    """A spec from dotted keys (`slurm__nodes=2` is slurm.nodes), each labelled as a flag."""
+    settings = [Setting("interactive", True, "doctor")]
+    settings += [Setting(k.replace("__", "."), v, f"--{k}") for k, v in values.items()]
+    return resolve([settings])
+
+
+def spec(**values: object) -> LaunchSpec:
+    return resolved(**values).spec
+
+
+NO_SOURCES: dict[str, str] = {}
+
+
+# ---- Parsers ----
+
+
+def test_parse_partitions_from_scontrol() -> None:
+    assert Partition("batch", True, "UP", "1-00:00:00", 4) == BATCH
+    assert Partition("debug", False, "UP", "01:00:00", 4) == DEBUG
+
+
+def test_parse_config_reads_accounting_and_select_type() -> None:
+    assert CONFIG["AccountingStorageType"] == "accounting_storage/none"
+    assert CONFIG["SelectType"] == "select/cons_tres"
+    assert CONFIG["ClusterName"] == "nrl-dev"
+
+
+def test_parse_node_groups_idle_and_busy() -> None:
+    assert [NodeGroup(4, "gpu:8", 8, "idle")] == IDLE
+    busy = doctor.parse_node_groups((DATA / "sinfo-partition-busy.txt").read_text())
+    assert [(g.count, g.state, g.usable) for g in busy] == [(1, "mix", True), (3, "idle", True)]
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [
+        ("gpu:8", 8),  # captured (the dev cluster)
+        # Slurm's other forms (sinfo %G): typed, with sockets, mixed types, none.
+        ("gpu:h100:8(S:0-1)", 8),
+        ("gpu:h100:4(S:0,1),gpu:a100:4(S:1)", 8),
+        ("gpu:a100:4,shard:a100:16", 4),
+        ("(null)", 0),
+        ("mps:100", 0),
+    ],
+)
+def test_parse_gpus(gres: str, gpus: int) -> None:
+    assert doctor.parse_gpus(gres) == gpus
+
+
+@pytest.mark.parametrize(
+    ("state", "usable"),
+    [("idle", True), ("mix", True), ("alloc", True), ("idle~", True), ("drain", False),
+     ("drng", False), ("down*", False), ("inval", False)],
+)  # fmt: skip
+def test_node_states_that_take_no_new_job(state: str, usable: bool) -> None:
+    assert NodeGroup(1, "gpu:8", 8, state).usable is usable
+
+
+# ---- Verdicts ----
+
+
+def test_tools_found_with_their_version() -> None:
+    version = (DATA / "sbatch-version.txt").read_text().strip()
+    found = {tool: f"/usr/bin/{tool}" for tool in doctor.SLURM_TOOLS}
+    check = doctor.tools_check(found, dict.fromkeys(doctor.SLURM_TOOLS, version))
+    assert check == Check(
+        "slurm", "ok", "sbatch, srun, squeue, scontrol, sinfo found (slurm-wlm 22.05.8)"
+    )
+    found["srun"] = None
+    assert doctor.tools_check(found, {}).detail.startswith("srun not found on PATH")
+    assert doctor.tools_check(found, {}).failed
+
+
+def test_no_partition_set_means_the_default_one() -> None:
+    check, found = doctor.partition_check(PARTITIONS, None, NO_SOURCES)
+    assert found == BATCH
+    assert check.status == "ok"
+    assert check.detail.startswith("batch (not set: the cluster's default partition): UP")
+
+
+def test_unknown_partition_fails_naming_where_it_came_from() -> None:
+    check, found = doctor.partition_check(PARTITIONS, "nope", {"slurm.partition": "--partition"})
+    assert found is None
+    assert check == Check(
+        "slurm.partition",
+        "fail",
+        "'nope' (from --partition) does not exist; partitions: batch, debug",
+    )
+
+
+@pytest.mark.parametrize(("state", "status"), [("DOWN", "warn"), ("DRAIN", "fail")])
+def test_a_partition_that_does_not_run_jobs(state: str, status: str) -> None:
+    down = Partition("batch", True, state, "1-00:00:00", 4)
+    assert doctor.partition_check([down], "batch", NO_SOURCES)[0].status == status
+
+
+def test_time_limit_of_the_partition() -> None:
+    too_long = doctor.time_check(spec(slurm__time="2:00:00"), DEBUG, {"slurm.time": "--time"})
+    assert too_long.failed
+    assert too_long.detail == (
+        "2:00:00 (from --time) is longer than partition debug's time limit 01:00:00"
+    )
+    assert doctor.time_check(spec(slurm__time="60"), DEBUG, NO_SOURCES).detail == (
+        "60 min is within partition debug's time limit 01:00:00"
+    )
+    unlimited = Partition("long", False, "UP", "UNLIMITED", 1)
+    assert doctor.time_check(spec(slurm__time="30-00"), unlimited, NO_SOURCES).status == "ok"
+
+
+def test_account_is_not_checked_where_accounting_is_off() -> None:
+    check = doctor.account_check("my_account", CONFIG, "alice", None, NO_SOURCES)
+    assert check == Check("slurm.account", "ok", "not checked: accounting is off on this cluster")
+
+
+def test_account_against_sacctmgr_s_associations() -> None:
+    on = {**CONFIG, "AccountingStorageType": "accounting_storage/slurmdbd"}
+    source = {"slurm.account": "profile /p.yaml"}
+    found = Completed(0, "my_account|alice\n", "")
+    assert doctor.account_check("my_account", on, "alice", found, source).status == "ok"
+    missing = doctor.account_check("other", on, "alice", Completed(0, "", ""), source)
+    assert missing.failed
+    assert missing.detail.startswith("'other' (from profile /p.yaml): user alice has no assoc")
+    # What sacctmgr says without slurmdbd (captured): the check cannot be done, it is not failed.
+    refused = Completed(1, "", (DATA / "sacctmgr-accounting-off.txt").read_text())
+    check = doctor.account_check("my_account", on, "alice", refused, source)
+    assert check.status == "warn"
+    assert "You are not running a supported accounting_storage plugin" in check.detail
+
+
+def test_nodes_against_the_partition() -> None:
+    sources = {"slurm.nodes": "--nodes"}
+    assert doctor.nodes_check(spec(slurm__nodes=2), BATCH, IDLE, sources).detail == (
+        "2 of partition batch's 4 nodes (4 up)"
+    )
+    too_many = doctor.nodes_check(spec(slurm__nodes=5), BATCH, IDLE, sources)
+    assert too_many == Check(
+        "slurm.nodes", "fail", "5 (from --nodes), but partition batch has 4 nodes"
+    )
+    drained = [NodeGroup(2, "gpu:8", 8, "idle"), NodeGroup(2, "gpu:8", 8, "drain")]
+    assert doctor.nodes_check(spec(slurm__nodes=4), BATCH, drained, sources).status == "warn"
+    small = [NodeGroup(2, "gpu:8", 8, "idle"), NodeGroup(2, "gpu:4", 4, "idle")]
+    assert doctor.nodes_check(spec(slurm__nodes=3), BATCH, small, sources).detail == (
+        "3 (from --nodes), but only 2 nodes of partition batch have 8 GPUs"
+    )
+
+
+def test_more_gpus_per_node_than_any_node_has_fails() -> None:
+    sources = {"slurm.gpus_per_node": "--gpus-per-node"}
+    check = doctor.gpus_check(spec(slurm__gpus_per_node=16), BATCH, IDLE, CONFIG, sources)
+    assert check == Check(
+        "slurm.gpus_per_node",
+        "fail",
+        "16 (from --gpus-per-node), but partition batch's nodes have at most 8 GPUs (gres: gpu:8)",
+    )
+    fits = doctor.gpus_check(spec(), BATCH, IDLE, CONFIG, NO_SOURCES)
+    assert fits.detail == "8 as --gres=gpu:8; partition batch's nodes: gpu:8"
+
+
+def test_gpu_request_styles() -> None:
+    style = spec(slurm__gpu_request="gpus-per-node")
+    assert doctor.gpus_check(style, BATCH, IDLE, CONFIG, NO_SOURCES).status == "ok"
+    old = {**CONFIG, "SelectType": "select/cons_res"}
+    refused = doctor.gpus_check(style, BATCH, IDLE, old, NO_SOURCES)
+    assert refused.failed and "needs SelectType=select/cons_tres" in refused.detail
+    none = doctor.gpus_check(spec(slurm__gpu_request="none"), BATCH, IDLE, CONFIG, NO_SOURCES)
+    assert none.status == "ok" and none.detail.startswith("no GPUs requested")
+    no_gres = [NodeGroup(4, "(null)", 0, "idle")]
+    assert doctor.gpus_check(spec(), BATCH, no_gres, CONFIG, NO_SOURCES).failed
+
+
+def test_sbatch_test_only_accepted() -> None:
+    check = doctor.submission_check(0, (DATA / "sbatch-test-only-accepted.txt").read_text())
+    assert check == Check(
+        "sbatch --test-only",
+        "ok",
+        "Slurm accepts the request: it would start at 2026-11-23T13:15:47 on node[0-1]",
+    )
+
+
+@pytest.mark.parametrize(
+    ("captured", "reason"),
+    [
+        ("too-many-gpus", "allocation failure: Requested node configuration is not available"),
+        ("too-many-nodes", "allocation failure: Node count specification invalid"),
+        (
+            "no-partition",
+            "sbatch: error: invalid partition specified: nope; "
+            "allocation failure: Invalid partition name specified",
+        ),
+        ("time-limit", "Requested time limit is invalid (missing or exceeds some limit)"),
+    ],
+)
+def test_sbatch_test_only_refused(captured: str, reason: str) -> None:
+    check = doctor.submission_check(1, (DATA / f"sbatch-test-only-{captured}.txt").read_text())
+    assert check.failed
+    assert check.detail.startswith("Slurm refuses the request: ")
+    assert reason in check.detail
+
+
+# ---- Files and dirs ----
+
+
+def test_container_image_path_and_registry(tmp_path: Path) -> None:
+    image = tmp_path / "nemo-rl.sqsh"
+    image.write_bytes(b"hsqs")
+    checks = doctor.container_checks(spec(container__image=str(image)), tmp_path)
+    assert checks == [Check("container.image", "ok", f"{image}: a readable file")]
+    missing = doctor.container_checks(spec(container__image="./gone.sqsh"), tmp_path)
+    assert missing == [Check("container.image", "fail", "./gone.sqsh: no such file")]
+    pulled = doctor.container_checks(
+        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.4.0"), tmp_path
+    )
+    assert pulled[0].status == "ok" and "pulled by pyxis at job start" in pulled[0].detail
+    assert doctor.container_checks(spec(), tmp_path) == []  # no container: nothing to check
+
+
+def test_each_missing_mount_source_fails(tmp_path: Path) -> None:
+    mounts = [f"{tmp_path}:/work", "/nonexistent/data:/data:ro", "/nonexistent/ckpt:/ckpt"]
+    checks = doctor.container_checks(
+        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.4.0", container__mounts=mounts), tmp_path
+    )
+    assert [c.status for c in checks] == ["ok", "ok", "fail", "fail"]
+    assert (
+        checks[2].detail
+        == "source /nonexistent/data does not exist (mount /nonexistent/data:/data:ro)"
+    )
+    ignored = doctor.container_checks(spec(container__mounts=mounts[:1]), tmp_path)
+    assert [c.status for c in ignored] == ["warn"]  # no container: the mounts do nothing
+
+
+def test_cache_dirs_are_the_set_ones() -> None:
+    assert doctor._cache_dirs(spec()) == []
+    both = spec(caches__hf_home="/lustre/hf", caches__uv="/lustre/uv")
+    assert doctor._cache_dirs(both) == [
+        ("caches.hf_home", "/lustre/hf"),
+        ("caches.uv", "/lustre/uv"),
+    ]
+
+
+def test_cache_dirs_inside_a_container_are_checked_where_they_are_mounted_from(
+    tmp_path: Path,
+) -> None:
+    job = spec(
+        container__image="nvcr.io/nvidia/nemo-rl:v0.4.0",
+        container__mounts=[f"{tmp_path}/shared:/shared"],
+        caches__hf_home="/shared/hf",
+        caches__uv="/root/.cache/uv",
+    )
+    dirs, warnings = doctor.shared_dirs(job, tmp_path)
+    assert dirs == [("logs.base_dir", tmp_path / "."), ("caches.hf_home", tmp_path / "shared/hf")]
+    (warning,) = warnings
+    assert warning.name == "caches.uv" and warning.status == "warn"
+    assert "under no container.mounts destination" in warning.detail
+
+
+def test_writable_dir_leaves_nothing_behind(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert doctor.dir_check("logs.base_dir", logs, "submit") == Check(
+        "logs.base_dir", "ok", f"{logs} is writable"
+    )
+    assert list(logs.iterdir()) == []
+
+
+def test_dir_that_does_not_exist_yet_is_not_created(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    logs = base / "runs" / "logs"
+    check = doctor.dir_check("logs.base_dir", logs, "submit")
+    assert check.status == "ok"
+    assert check.detail == f"{logs} does not exist yet; submit creates it in {base} (writable)"
+    assert list(base.iterdir()) == []
+
+
+def test_dirs_that_cannot_be_written(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    assert (
+        doctor.dir_check("caches.uv", a_file, "x").detail
+        == f"{a_file} exists but is not a directory"
+    )
+    under_file = doctor.dir_check("caches.uv", a_file / "uv", "x")
+    assert under_file.failed and "is not a directory" in under_file.detail
+    # /proc takes no new files, even from root (chmod would not stop root).
+    proc = doctor.dir_check("caches.uv", Path("/proc/nrl-doctor/uv"), "its first use")
+    assert proc.failed and proc.detail.startswith(
+        "/proc/nrl-doctor/uv does not exist, and /proc is"
+    )
+
+
+# ---- Settings ----
+
+
+def test_settings_name_the_source_of_each_value() -> None:
+    found = {key: (value, source) for key, value, source in doctor.settings(
+        resolved(slurm__partition="debug", container__image="img", container__mounts=["/a:/b"]),
+        on_nodes=False,
+    )}  # fmt: skip
+    assert found["slurm.partition"] == ("debug", "--slurm__partition")
+    assert found["slurm.nodes"] == (1, "default")
+    assert found["container.mounts"] == (["/a:/b"], "--container__mounts")
+    assert "setup" not in found and "interactive" not in found and "ray.ports.gcs" not in found
+    on_nodes = {key for key, _, _ in doctor.settings(resolved(setup="true"), on_nodes=True)}
+    assert "setup" in on_nodes
+
+
+# ---- The probe job's report ----
+
+
+def report(name: str) -> doctor.ProbeReport:
+    return doctor.parse_probe((DATA / f"doctor-probe-{name}.txt").read_text())
+
+
+def lines(checks: list[Check]) -> list[str]:
+    return [f"{c.status} {c.name}: {c.detail}" for c in checks]
+
+
+def test_probe_finds_a_node_local_cache() -> None:
+    """Captured with caches.hf_home=/tmp/ray, which each dev-cluster node mounts privately."""
+    found = report("node-local-cache")
+    assert found.nodes == ["node0", "node1"] and found.done
+    dirs = [("logs.base_dir", Path("/tmp/dr")), ("caches.hf_home", Path("/tmp/ray"))]
+    assert lines(doctor.probe_checks(spec(slurm__nodes=2), found, dirs)) == [
+        "ok node0: hostname node0; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
+        "; ray, version 2.60.0",
+        "ok node1: hostname node1; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
+        "; ray, version 2.60.0",
+        "ok logs.base_dir on nodes: all 2 nodes wrote a file in /tmp/dr and saw each other's",
+        "fail caches.hf_home on node0: does not see the files node1 wrote in /tmp/ray: it is not "
+        "the same dir on every node (not shared storage)",
+        "fail caches.hf_home on node1: does not see the files node0 wrote in /tmp/ray: it is not "
+        "the same dir on every node (not shared storage)",
+    ]
+
+
+def test_probe_names_the_node_and_dir_that_cannot_be_written() -> None:
+    """Captured with caches.hf_home in a dir that exists on the login host only, and a setup
+    command that fails."""
+    dirs = [("logs.base_dir", Path("/tmp/dr")), ("caches.hf_home", Path("/tmp/ray/x"))]
+    failed = [
+        c
+        for c in doctor.probe_checks(spec(slurm__nodes=2), report("setup-and-write-failed"), dirs)
+        if c.failed
+    ]
+    assert lines(failed) == [
+        "fail setup on node0: the setup command failed (exit 1: environment: line 18: "
+        "/nonexistent/venv/bin/activate: No such file or directory)",
+        "fail setup on node1: the setup command failed (exit 1: environment: line 18: "
+        "/nonexistent/venv/bin/activate: No such file or directory)",
+        # Not also "does not see node1's file": node1 wrote none.
+        "fail caches.hf_home on node0: cannot write in /tmp/ray/x: No such file or directory",
+        "fail caches.hf_home on node1: cannot write in /tmp/ray/x: No such file or directory",
+    ]
+
+
+def test_probe_blames_only_the_node_that_could_not_write() -> None:
+    """node0 wrote (the captured report, edited), node1 could not: node0 not seeing node1's
+    file is the same problem, said once."""
+    text = (DATA / "doctor-probe-setup-and-write-failed.txt").read_text()
+    edited = text.replace(
+        "node0|write|caches.hf_home|failed|No such file or directory",
+        "node0|write|caches.hf_home|ok|",
+    )
+    assert edited != text
+    dirs = [("caches.hf_home", Path("/tmp/ray/x"))]
+    checks = doctor.probe_checks(spec(slurm__nodes=2), doctor.parse_probe(edited), dirs)
+    assert lines([c for c in checks if c.name.startswith("caches.")]) == [
+        "fail caches.hf_home on node1: cannot write in /tmp/ray/x: No such file or directory"
+    ]
+
+
+def test_probe_fails_when_ray_is_not_on_the_nodes() -> None:
+    found = doctor.probe_checks(
+        spec(slurm__nodes=2), report("no-ray"), [("logs.base_dir", Path("/tmp/dr"))]
+    )
+    failed = [c for c in found if c.failed]
+    assert [c.name for c in failed] == ["ray on node0", "ray on node1"]
+    assert failed[0].detail.startswith("ray is not on PATH after the setup command (PATH=")
+
+
+def test_probe_checks_mount_sources_on_each_node() -> None:
+    job = spec(slurm__nodes=2, container__image="nvcr.io/nvidia/nemo-rl:v0.4.0")
+    found = doctor.probe_checks(
+        job, report("pyxis-mount-missing"), [("logs.base_dir", Path("/tmp/dr"))]
+    )
+    assert [(c.name, c.detail) for c in found if c.failed] == [
+        ("container.mounts on node0", "source /tmp/ray/doctor-login-only does not exist there"),
+        ("container.mounts on node1", "source /tmp/ray/doctor-login-only does not exist there"),
+    ]
+    assert "not checked: Ray runs inside the container" in found[0].detail
+
+
+def test_probe_report_missing_a_node() -> None:
+    text = (DATA / "doctor-probe-node-local-cache.txt").read_text()
+    cut = "\n".join(
+        line for line in text.splitlines() if "|node1|" not in line and "|done|" not in line
+    )
+    found = doctor.parse_probe(cut)
+    assert not found.done
+    checks = doctor.probe_checks(spec(slurm__nodes=2), found, [("logs.base_dir", Path("/tmp/dr"))])
+    assert lines([c for c in checks if c.failed]) == [
+        "fail node1: no answer from this node: the probe's steps did not run there",
+        "fail logs.base_dir on node1: no answer from this node about /tmp/dr",
+    ]
+
+
+def test_probe_request_is_the_job_s_own_request(tmp_path: Path) -> None:
+    job = spec(
+        slurm__nodes=2,
+        slurm__partition="debug",
+        slurm__dependency="afterok:12",
+        slurm__extra_args=["--constraint=h100"],
+        setup="source /venv/bin/activate",
+        caches__hf_home="/shared/hf",
+    )
+    dirs = [("logs.base_dir", tmp_path / "logs dir"), ("caches.hf_home", Path("/shared/hf"))]
+    argv, text = doctor.probe_request(job, dirs, tmp_path / "probe.sbatch")
+    assert argv == [
+        "sbatch", "--parsable", "--exclusive", "--export=ALL", "--gres=gpu:8", "--nodes=2",
+        "--ntasks-per-node=1", "--partition=debug", "--time=01:00:00", "--constraint=h100",
+        "--job-name=nrl-launch-doctor", "--output=/dev/null", str(tmp_path / "probe.sbatch"),
+    ]  # fmt: skip
+    script = tmp_path / "probe.sbatch"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    checked = shellcheck(script)
+    assert checked.returncode == 0, checked.stdout
+    assert f"'{tmp_path}/logs dir'" in text
+
+
+def test_probe_script_quotes_every_dir(tmp_path: Path) -> None:
+    hostile = "/shared/$(touch pwned) x/hf"
+    job = spec(caches__hf_home=hostile)
+    _, text = doctor.probe_request(job, [("caches.hf_home", Path(hostile))], tmp_path / "p")
+    # The dir list alone, run: bash must read the path back unchanged, running nothing.
+    start = text.index("NRL_PROBE_DIRS=(")
+    dirs = text[start : text.index("\n)\n", start) + 3]
+    script = tmp_path / "dirs.sh"
+    script.write_text(dirs + 'printf "%s\\n" "${NRL_PROBE_DIRS[@]}"\n')
+    run = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert run.stdout.splitlines() == ["caches.hf_home", hostile]
+    assert not (tmp_path / "pwned").exists()
+
+
+# ---- The command, against fake Slurm commands ----
+
+
+class FakeCluster:
+    """Fake Slurm commands on PATH: each answers with the dev cluster's captured output and
+    logs its argv. The probe job's sbatch writes a captured report where the job would."""
+
+    def __init__(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bin = bin_dir
+        self.calls_file = bin_dir / "calls"
+        self.env = monkeypatch.setenv
+        self.test_only("accepted")
+        self.queue("77|COMPLETED|None|2|node[0-1]")
+        self.probe_report("node-local-cache", Path("/nonexistent"))
+        version = f"cat {DATA}/sbatch-version.txt"
+        self.fake(
+            "sbatch",
+            f"""
+            *--version*) {version} ;;
+            *--test-only*) cat "$FAKE_TEST_ONLY" >&2; exit "$FAKE_TEST_ONLY_RC" ;;
+            *) cp "${{@: -1}}" {bin_dir}/probe.sbatch
+               cp "$FAKE_REPORT" "$FAKE_REPORT_TO"; echo 77 ;;""",
+        )
+        self.fake("srun", f"*) {version} ;;")
+        self.fake("squeue", f'*--version*) {version} ;;\n*) echo "$FAKE_SQUEUE" ;;')
+        self.fake(
+            "scontrol",
+            f"""
+            *--version*) {version} ;;
+            *"show partition -o"*) cat {DATA}/scontrol-show-partition.txt ;;
+            *"show config"*) cat {DATA}/scontrol-show-config.txt ;;""",
+        )
+        self.fake("sinfo", f"*--version*) {version} ;;\n*) cat {DATA}/sinfo-partition-idle.txt ;;")
+        self.fake("scancel", "*) ;;")
+
+    def fake(self, name: str, cases: str) -> None:
+        path = self.bin / name
+        path.write_text(
+            "#!/bin/bash\n"
+            f'printf "%s\\n" "{name} $*" >>{shlex.quote(str(self.calls_file))}\n'
+            f'case " $* " in\n{cases}\nesac\n'
+        )
+        path.chmod(0o755)
+
+    def test_only(self, captured: str, code: int = 0) -> None:
+        self.env("FAKE_TEST_ONLY", str(DATA / f"sbatch-test-only-{captured}.txt"))
+        self.env("FAKE_TEST_ONLY_RC", str(code))
+
+    def queue(self, line: str) -> None:
+        self.env("FAKE_SQUEUE", line)
+
+    def probe_report(self, captured: str, log_dir: Path) -> None:
+        self.env("FAKE_REPORT", str(DATA / f"doctor-probe-{captured}.txt"))
+        self.env("FAKE_REPORT_TO", str(log_dir / ".nrl-doctor-77.out"))
+
+    def calls(self) -> list[str]:
+        return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
+
+
+@pytest.fixture
+def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return FakeCluster(bin_dir, monkeypatch)
+
+
+def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isolated: Path) -> None:
+    result = cli("doctor", "--partition", "batch", "--nodes", "2")
+    assert result.code == 0, result.out + result.err
+    out = result.out.splitlines()
+    assert out[0] == "Settings"
+    assert "  slurm.partition = batch  (from --partition)" in out
+    assert "  slurm.time = 01:00:00  (default)" in out
+    checks = [line for line in out if line[:6] in ("ok    ", "warn  ", "FAIL  ")]
+    assert [line.split(":")[0] for line in checks] == [
+        "ok    slurm", "ok    slurm.partition", "ok    slurm.time", "ok    slurm.account",
+        "ok    slurm.nodes", "ok    slurm.gpus_per_node", "ok    sbatch --test-only",
+        "ok    logs.base_dir",
+    ]  # fmt: skip
+    assert out[-1] == "All 8 checks passed"
+    test_only = next(c for c in slurm.calls() if "--test-only" in c)
+    assert test_only == (
+        "sbatch --test-only --exclusive --export=ALL --gres=gpu:8 --job-name=nrl-launch "
+        "--nodes=2 --ntasks-per-node=1 --output=./slurm-%j.out --partition=batch "
+        "--time=01:00:00 --wrap true"
+    )
+    assert list(isolated.iterdir()) == []  # the probe file is gone; nothing was created
+
+
+@pytest.mark.usefixtures("slurm")
+def test_doctor_needs_no_driver_but_keeps_one(cli: Cli, isolated: Path) -> None:
+    (isolated / "job.yaml").write_text("driver:\n  command: [python, train.py]\n")
+    assert cli("doctor", "-f", "job.yaml").code == 0
+    assert cli("doctor", "--", "python", "train.py").code == 0
+    assert cli("doctor", "--interactive").code == 0
+
+
+@pytest.mark.usefixtures("slurm")
+def test_doctor_json(cli: Cli) -> None:
+    result = cli("doctor", "--json", "--gpus-per-node", "16")
+    assert result.code == 6
+    data = json.loads(result.out)
+    assert (data["command"], data["ok"], data["nrl_launch_json"]) == ("doctor", False, 1)
+    gpus = next(c for c in data["checks"] if c["name"] == "slurm.gpus_per_node")
+    assert gpus["status"] == "fail"
+    assert data["settings"]["slurm.gpus_per_node"] == {"value": 16, "source": "--gpus-per-node"}
+    assert result.err.startswith("nrl-launch: error: doctor: 1 check failed: slurm.gpus_per_node")
+
+
+def test_too_many_gpus_fails_with_exit_6(cli: Cli, slurm: FakeCluster) -> None:
+    slurm.test_only("too-many-gpus", code=1)
+    result = cli("doctor", "--gpus-per-node", "16")
+    assert result.code == 6
+    assert (
+        "FAIL  slurm.gpus_per_node: 16 (from --gpus-per-node), but partition batch's nodes have "
+        "at most 8 GPUs (gres: gpu:8)"
+    ) in result.out.splitlines()
+    assert (
+        "FAIL  sbatch --test-only: Slurm refuses the request: allocation failure: Requested node "
+        "configuration is not available"
+    ) in result.out.splitlines()
+    assert result.err == (
+        "nrl-launch: error: doctor: 2 checks failed: slurm.gpus_per_node, sbatch --test-only\n"
+    )
+    assert "Traceback" not in result.out + result.err
+
+
+def test_missing_slurm_commands_fail_without_asking_slurm(
+    cli: Cli, slurm: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (slurm.bin / "srun").unlink()
+    monkeypatch.setenv("PATH", str(slurm.bin))  # the fakes only, without srun
+    result = cli("doctor")
+    assert result.code == 6
+    assert "FAIL  slurm: srun not found on PATH: run doctor on a Slurm login node" in result.out
+    assert all(c.endswith("--version") for c in slurm.calls())
+
+
+def test_bad_spec_is_exit_2_not_a_check(cli: Cli, slurm: FakeCluster) -> None:
+    result = cli("doctor", "--nodes", "0")
+    assert result.code == 2
+    assert "slurm.nodes" in result.err and slurm.calls() == []
+
+
+def test_on_nodes_reports_each_node_and_dir(cli: Cli, slurm: FakeCluster, isolated: Path) -> None:
+    slurm.probe_report("node-local-cache", isolated)
+    result = cli("doctor", "--on-nodes", "--nodes", "2", "--set", f"caches.hf_home={isolated}/hf")
+    assert result.code == 6, result.err
+    assert (
+        f"FAIL  caches.hf_home on node0: does not see the files node1 wrote in {isolated}: it is "
+        "not the same dir on every node (not shared storage)"
+    ) in result.out.splitlines()
+    assert (
+        f"ok    logs.base_dir on nodes: all 2 nodes wrote a file in {isolated} and saw each other's"
+        in result.out
+    )
+    assert "wait  probe job 77" not in result.out  # it had ended at the first look
+    submit = next(c for c in slurm.calls() if "--parsable" in c)
+    assert "--output=/dev/null" in submit and "--job-name=nrl-launch-doctor" in submit
+    probe = (slurm.bin / "probe.sbatch").read_text()
+    assert f"exec >>{isolated}/.nrl-doctor-" in probe
+    assert list(isolated.iterdir()) == []  # the report is removed once read
+
+
+def test_on_nodes_gives_up_at_the_timeout_and_cancels(cli: Cli, slurm: FakeCluster) -> None:
+    slurm.queue("77|PENDING|Resources|2|")
+    result = cli("doctor", "--on-nodes", "--probe-timeout", "1")
+    assert result.code == 6
+    assert (
+        "FAIL  on nodes: probe job 77 was still PENDING (Resources) after 1 s: cancelled it "
+        "(raise --probe-timeout to wait longer)"
+    ) in result.out.splitlines()
+    assert "scancel 77" in slurm.calls()
+
+
+def test_on_nodes_is_not_run_when_the_request_fails(cli: Cli, slurm: FakeCluster) -> None:
+    slurm.test_only("too-many-nodes", code=1)
+    result = cli("doctor", "--on-nodes", "--nodes", "5")
+    assert result.code == 6
+    assert "warn  on nodes: not run: fix the failed checks above first" in result.out
+    assert not [c for c in slurm.calls() if "--parsable" in c]
+
+
+def test_on_nodes_needs_slurm(cli: Cli) -> None:
+    result = cli("doctor", "--on-nodes", "--backend", "local", "--container-runtime", "none")
+    assert result.code == 2
+    assert "--on-nodes" in result.err
+
+
+def test_local_backend_checks_only_files(cli: Cli) -> None:
+    result = cli("doctor", "--backend", "local", "--log-dir", "/proc/nrl-logs")
+    assert result.code == 6
+    assert (
+        "FAIL  logs.base_dir: /proc/nrl-logs does not exist, and /proc is not writable"
+        in result.out
+    )
+    assert "slurm:" not in result.out
+
+
+def test_doctor_help_imports_no_heavy_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI in a fresh process must be this one (PYTHONPATH=src is relative to the repo).
+    monkeypatch.setenv("PYTHONPATH", str(Path(nrl_launch.__file__).parents[1]))
+    assert not roots(imported("doctor", "--help")) & {"ray", "jinja2", "yaml", "rich"}
