@@ -1,7 +1,8 @@
 """How fast the CLI starts, measured as a user feels it: a fresh process each run.
 
-Times `python -c pass` (the floor), `nrl-launch --help` and `nrl-launch render` of a 2-node
-job, and reports whether `ray` (or any heavy module) was imported on those paths.
+Times `python -c pass` (the floor), `nrl-launch --help`, `nrl-launch render` of a 2-node
+job and `nrl-launch plan` of a 32-node NeMo RL recipe, and reports whether `ray` (or any heavy
+module) was imported on those paths.
 
     python benchmarks/cli_speed.py [--runs 15]
 
@@ -20,6 +21,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "examples" / "grpo-2node.yaml"
+# plan reads a NeMo RL config through OmegaConf: a 32-node recipe with a defaults chain.
+CONFIG = (
+    REPO
+    / "tests/data/nemo_rl/examples/configs/recipes/llm/grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"
+)
 # The console script users run; `python -m nrl_launch` where it is not installed.
 _SCRIPT = Path(sys.executable).with_name("nrl-launch")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "nrl_launch"]
@@ -27,6 +33,7 @@ CASES = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "nrl-launch --help": [*CLI, "--help"],
     "nrl-launch render (2 nodes)": [*CLI, "render", "-f", str(JOB)],
+    "nrl-launch plan (32-node recipe)": [*CLI, "plan", "--config", str(CONFIG)],
 }
 TARGETS_MS = {"nrl-launch --help": 150, "nrl-launch render (2 nodes)": 250}
 HEAVY = ("ray", "torch", "numpy", "pandas")
