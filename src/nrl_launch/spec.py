@@ -337,10 +337,12 @@ class CachesSpec(_Spec):
 
     hf_home: Text | None = None
     uv: Text | None = None
+    # enroot's layer cache (ENROOT_CACHE_PATH), for `pull`: a shared one is downloaded once.
+    enroot: Text | None = None
 
     @model_validator(mode="after")
     def _absolute(self) -> CachesSpec:
-        for name in ("hf_home", "uv"):
+        for name in ("hf_home", "uv", "enroot"):
             value = getattr(self, name)
             if value is not None:
                 _check_path_part(value, name)
