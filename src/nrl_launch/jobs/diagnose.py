@@ -67,7 +67,9 @@ def _tail(path: Path) -> tuple[str, bool]:
 
 def diagnose(log_dir: Path) -> Diagnosis | None:
     """The first known signature found in the job's ENDED and logs, or None."""
-    files = [log_dir / "ENDED", log_dir / "ray-driver.log", log_dir / "ray-head.log"]
+    # job.log: a plain job's (run, pull) main log, its command's output on every node.
+    names = ["ENDED", "ray-driver.log", "job.log", "ray-head.log"]
+    files = [log_dir / name for name in names]
     files += sorted(log_dir.glob("ray-worker-*.log"))
     texts = [(path.name, *_tail(path)) for path in files]
     for pattern, cause in SIGNATURES:
