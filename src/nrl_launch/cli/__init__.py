@@ -20,7 +20,9 @@ from nrl_launch.cli import (
     dashboard,
     list_jobs,
     logs,
+    pull,
     render,
+    run_job,
     status,
     stop,
     submit,
@@ -39,6 +41,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("submit")(submit.submit)
+app.command("run")(run_job.run)
+app.command("pull")(pull.pull)
 app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("attach")(attach.attach)
