@@ -18,6 +18,41 @@ from tests.conftest import EXAMPLES, Cli, shellcheck
 
 GOLDEN = Path(__file__).parent / "golden"
 JOBS = sorted(EXAMPLES.glob("*.yaml"))
+_ALICE = "/lustre/fs1/users/alice"
+# Seed 000's data preparation job as one command, run in the data dir. (No `$` in it: a value
+# is single-quoted on purpose, and shellcheck would say a `$` in it does not expand.)
+_PREPARE = (
+    "set -e; uvx --from huggingface-hub hf download nvidia/Nemotron-3-Nano-RL-Training-Blend "
+    "--repo-type dataset --local-dir .; "
+    "python3 create_nanov3_jsonl.py --input train.jsonl --output train-full.jsonl; "
+    "head -n -1000 train-full.jsonl >train-split.jsonl; "
+    "tail -n 1000 train-full.jsonl >val-split.jsonl"
+)
+# The scripts `run` and `pull` submit (their --dry-run prints them), by golden name. pull's
+# output is in /tmp, which every machine has (it must exist), with --force (it may exist).
+COMMANDS: dict[str, list[str]] = {
+    "run-prepare-data": [
+        "run",
+        *("--job-name", "prepare-data", "--account", "my_account", "--partition", "batch"),
+        *("--time", "00:20:00", "--gpus-per-node", "0", "--set", "slurm.exclusive=false"),
+        *("--secret", "HF_TOKEN", "--set", f"caches.hf_home={_ALICE}/.cache/huggingface"),
+        *("--set", f"driver.workdir={_ALICE}/RL-nano-v3/data", "--log-dir", f"{_ALICE}/nrl-logs"),
+        *("--", "bash", "-c", _PREPARE),
+    ],
+    "run-2node-container": [
+        "run",
+        *("--nodes", "2", "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0"),
+        *("--mount", f"{_ALICE}:{_ALICE}", "--log-dir", f"{_ALICE}/nrl-logs"),
+        *("--", "nvidia-smi", "-L"),
+    ],
+    "pull-nemo-rl": [
+        "pull",
+        "nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano",
+        *("-o", "/tmp/nemo-rl+v0.4.0.nemotron_3_nano.sqsh", "--force"),
+        *("--account", "my_account", "--partition", "batch"),
+        *("--set", f"caches.enroot={_ALICE}/.cache/enroot", "--log-dir", f"{_ALICE}/nrl-logs"),
+    ],
+}
 
 
 def golden_path(job: Path) -> Path:
@@ -26,32 +61,60 @@ def golden_path(job: Path) -> Path:
 
 def test_every_example_has_a_golden() -> None:
     assert len(JOBS) >= 4
-    stale = {p.name for p in GOLDEN.glob("*.sbatch")} - {golden_path(j).name for j in JOBS}
+    known = {golden_path(j).name for j in JOBS} | {f"{name}.sbatch" for name in COMMANDS}
+    stale = {p.name for p in GOLDEN.glob("*.sbatch")} - known
     assert not stale, f"golden files with no example: {sorted(stale)}"
+
+
+def check_golden(golden: Path, rendered: str, what: str) -> None:
+    if os.environ.get("NRL_LAUNCH_ACCEPT_GOLDEN"):
+        golden.write_text(rendered, encoding="utf-8")
+    expected = golden.read_text(encoding="utf-8") if golden.exists() else ""
+    if rendered != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                rendered.splitlines(keepends=True),
+                str(golden),
+                "rendered",
+            )
+        )
+        pytest.fail(
+            f"{what} renders differently from {golden.name}:\n{diff}\n"
+            "If the change is intended: NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest "
+            "tests/test_golden.py"
+        )
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
 def test_render_matches_golden(cli: Cli, job: Path) -> None:
     result = cli("render", "-f", str(job))
     assert result.code == 0, result.err
-    golden = golden_path(job)
-    if os.environ.get("NRL_LAUNCH_ACCEPT_GOLDEN"):
-        golden.write_text(result.out, encoding="utf-8")
-    expected = golden.read_text(encoding="utf-8") if golden.exists() else ""
-    if result.out != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                result.out.splitlines(keepends=True),
-                str(golden),
-                "rendered",
-            )
-        )
-        pytest.fail(
-            f"{job.name} renders differently from {golden.name}:\n{diff}\n"
-            "If the change is intended: NRL_LAUNCH_ACCEPT_GOLDEN=1 python -m pytest "
-            "tests/test_golden.py"
-        )
+    check_golden(golden_path(job), result.out, job.name)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_dry_run_matches_golden(
+    cli: Cli, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(argv: list[str], **_: object) -> None:
+        raise AssertionError(f"a dry run ran {argv}")
+
+    monkeypatch.setattr("nrl_launch.runner.run", refuse)
+    # --dry-run first: after `--` it would be the command's, and the job would be submitted.
+    command, *args = COMMANDS[name]
+    result = cli(command, "--dry-run", *args)
+    assert result.code == 0, result.err
+    check_golden(GOLDEN / f"{name}.sbatch", result.out, f"nrl-launch {COMMANDS[name][0]}")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_golden_is_valid_bash_and_shellcheck_clean(name: str) -> None:
+    golden = GOLDEN / f"{name}.sbatch"
+    syntax = subprocess.run(["bash", "-n", str(golden)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    checked = shellcheck(golden)
+    assert checked.returncode == 0, checked.stdout
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)
