@@ -449,3 +449,8 @@ def test_plain_script_runs_the_command_and_records_how_it_ended(tmp_path: Path) 
         .read_text()
         .startswith("enroot-is-not-here is not installed on node 1 (node1): no such command")
     )
+    env["NRL_SUBMIT_DIR"] = str(tmp_path / "gone")
+    assert task("true") == 1
+    assert (log_dir / "ENDED").read_text() == (
+        f"the workdir {tmp_path}/gone does not exist on node 1 (node1)\n"
+    )
