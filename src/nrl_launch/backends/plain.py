@@ -13,11 +13,9 @@ from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
-__all__ = ["DEFAULT_SCRIPT_NAME", "LOG_NAME", "plan"]
+__all__ = ["DEFAULT_SCRIPT_NAME", "plan"]
 
 TEMPLATE = "plain.sbatch.j2"
-# The command's output, every node's, in the job's log dir (`nrl-launch logs` shows it).
-LOG_NAME = "job.log"
 
 
 def plan(
