@@ -21,6 +21,50 @@ GOLDEN = Path(__file__).parent / "golden"
 # The seed scenarios name their NeMo RL configs as users do, from a NeMo RL checkout: they are
 # rendered from one shaped like it.
 NEMO_CHECKOUT = Path(__file__).parent / "data" / "nemo_rl"
+# Scenarios that are not a Ray job: the command that submits them, before their files.
+SCENARIO_COMMANDS = {
+    # The output in /tmp, which every machine has (its dir must exist), --force: it may exist.
+    "container-pull": [
+        *("pull", "nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano", "--dry-run", "--force"),
+        *("-o", "/tmp/nemo-rl.v0.4.0.nemotron_3_nano.sqsh"),
+    ],
+    "data-prep": ["run", "--dry-run"],
+}
+_ALICE = "/lustre/fs1/users/alice"
+# Seed 000's data preparation job as one command, run in the data dir. (No `$` in it: a value
+# is single-quoted on purpose, and shellcheck would say a `$` in it does not expand.)
+_PREPARE = (
+    "set -e; uvx --from huggingface-hub hf download nvidia/Nemotron-3-Nano-RL-Training-Blend "
+    "--repo-type dataset --local-dir .; "
+    "python3 create_nanov3_jsonl.py --input train.jsonl --output train-full.jsonl; "
+    "head -n -1000 train-full.jsonl >train-split.jsonl; "
+    "tail -n 1000 train-full.jsonl >val-split.jsonl"
+)
+# The scripts `run` and `pull` submit (their --dry-run prints them), by golden name. pull's
+# output is in /tmp, which every machine has (it must exist), with --force (it may exist).
+COMMANDS: dict[str, list[str]] = {
+    "run-prepare-data": [
+        "run",
+        *("--job-name", "prepare-data", "--account", "my_account", "--partition", "batch"),
+        *("--time", "00:20:00", "--gpus-per-node", "0", "--set", "slurm.exclusive=false"),
+        *("--secret", "HF_TOKEN", "--set", f"caches.hf_home={_ALICE}/.cache/huggingface"),
+        *("--set", f"driver.workdir={_ALICE}/RL-nano-v3/data", "--log-dir", f"{_ALICE}/nrl-logs"),
+        *("--", "bash", "-c", _PREPARE),
+    ],
+    "run-2node-container": [
+        "run",
+        *("--nodes", "2", "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0"),
+        *("--mount", f"{_ALICE}:{_ALICE}", "--log-dir", f"{_ALICE}/nrl-logs"),
+        *("--", "nvidia-smi", "-L"),
+    ],
+    "pull-nemo-rl": [
+        "pull",
+        "nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano",
+        *("-o", "/tmp/nemo-rl+v0.4.0.nemotron_3_nano.sqsh", "--force"),
+        *("--account", "my_account", "--partition", "batch"),
+        *("--set", f"caches.enroot={_ALICE}/.cache/enroot", "--log-dir", f"{_ALICE}/nrl-logs"),
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -34,7 +78,10 @@ def _cases() -> list[Case]:
     cases = [Case(job.stem, ("render", "-f", str(job))) for job in sorted(EXAMPLES.glob("*.yaml"))]
     for scenario in sorted((EXAMPLES / "scenarios").iterdir()):
         files = ("--profile", str(scenario / "profile.yaml"), "-f", str(scenario / "job.yaml"))
-        cases.append(Case(f"scenarios/{scenario.name}", ("render", *files), NEMO_CHECKOUT))
+        command = SCENARIO_COMMANDS.get(scenario.name, ["render"])
+        cases.append(Case(f"scenarios/{scenario.name}", (*command, *files), NEMO_CHECKOUT))
+    # --dry-run first: after `--` it would be the command's, and the job would be submitted.
+    cases += [Case(name, (argv[0], "--dry-run", *argv[1:])) for name, argv in COMMANDS.items()]
     return cases
 
 
@@ -46,6 +93,10 @@ def golden_path(case: Case) -> Path:
 
 
 def render(cli: Cli, case: Case, monkeypatch: pytest.MonkeyPatch) -> str:
+    def refuse(argv: list[str], **_: object) -> None:
+        raise AssertionError(f"a dry run ran {argv}")
+
+    monkeypatch.setattr("nrl_launch.runner.run", refuse)
     if case.cwd is not None:
         monkeypatch.chdir(case.cwd)
     result = cli(*case.args)

@@ -786,6 +786,7 @@ def probe_request(
         version=__version__,
         spec_json=spec.model_dump_json(),
         gpu_flag=gpu_flag(spec),
+        ray=False,  # the probe starts no Ray: the job's values without Ray's ports
         dirs=[(key, str(path)) for key, path in dirs],
         mount_sources=[m.src for m in spec.container.mounts]
         if spec.container.runtime == "pyxis"

@@ -343,6 +343,8 @@ class CachesSpec(_Spec):
     hf_home: Text | None = None
     uv: Text | None = None
     megatron: Text | None = None
+    # enroot's layer cache (ENROOT_CACHE_PATH), for `pull`: a shared one is downloaded once.
+    enroot: Text | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -351,7 +353,7 @@ class CachesSpec(_Spec):
 
     @model_validator(mode="after")
     def _absolute(self) -> CachesSpec:
-        for name in ("dir", "hf_home", "uv", "megatron"):
+        for name in ("dir", "hf_home", "uv", "megatron", "enroot"):
             value = getattr(self, name)
             if value is not None:
                 _check_path_part(value, name)
@@ -370,13 +372,15 @@ class CachesSpec(_Spec):
             "HF_DATASETS_CACHE": f"{hf.rstrip('/')}/datasets" if hf else None,
             "NRL_MEGATRON_CHECKPOINT_DIR": self.megatron or (f"{base}/megatron" if base else None),
             "UV_CACHE_DIR": self.uv or (f"{base}/uv" if base else None),
+            # Only when asked for: pyxis imports images with the job's environment too.
+            "ENROOT_CACHE_PATH": self.enroot,
         }
         return {name: path for name, path in found.items() if path}
 
     def roots(self) -> list[str]:
         """The directories to create and mount: `dir` and any cache kept outside it."""
         roots = [self.dir] if self.dir else []
-        for path in (self.hf_home, self.megatron, self.uv):
+        for path in (self.hf_home, self.megatron, self.uv, self.enroot):
             if path and not any(_under(path, root) for root in roots):
                 roots.append(path)
         return [r.rstrip("/") or "/" for r in roots]

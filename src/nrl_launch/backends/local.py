@@ -21,6 +21,7 @@ def plan(
     script = render(
         TEMPLATE,
         spec=spec,
+        ray=True,
         version=__version__,
         run_command=join(argv),
         spec_json=spec.model_dump_json(),

@@ -75,6 +75,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     script = render(
         TEMPLATE,
         spec=spec,
+        ray=True,
         version=__version__,
         submit_command=join(argv),
         gpu_flag=gpu_flag(spec),

@@ -22,7 +22,9 @@ from nrl_launch.cli import (
     list_jobs,
     logs,
     plan,
+    pull,
     render,
+    run_job,
     status,
     stop,
     submit,
@@ -41,6 +43,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("submit")(submit.submit)
+app.command("run")(run_job.run)
+app.command("pull")(pull.pull)
 app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("attach")(attach.attach)

@@ -11,16 +11,26 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nrl_launch import output, paths
-from nrl_launch.errors import ExitCode, JobNotFoundError
+from nrl_launch.errors import ExitCode, JobNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
 
 
-def log_file(log_dir: Path, node: str, rec: JobRecord) -> Path:
-    """driver -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log."""
-    if node == "driver":
-        return log_dir / "ray-driver.log"
+def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
+    """driver (or None) -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log;
+    a plain job (run, pull) has one log, job.log."""
+    from nrl_launch.jobs.status import main_log
+
+    if rec.kind == "plain":
+        if node is not None:
+            raise UsageError(
+                f"--node {node!r}: job {rec.job_id} runs a plain command (nrl-launch run or "
+                "pull), whose one log, job.log, holds every node's output"
+            )
+        return log_dir / main_log(rec.kind)
+    if node in (None, "driver"):
+        return log_dir / main_log(rec.kind)
     index = rec.node_index(node, also="driver, ")
     return log_dir / ("ray-head.log" if index == 0 else f"ray-worker-{index}.log")
 
@@ -31,13 +41,19 @@ def logs(
         bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
     ] = False,
     node: Annotated[
-        str, typer.Option("--node", help="driver (default), head, or worker index K.")
-    ] = "driver",
+        str | None,
+        typer.Option(
+            "--node",
+            help="driver (default), head, or worker index K; a plain job (run, pull) has one "
+            "log, job.log.",
+        ),
+    ] = None,
     tail: Annotated[
         int | None, typer.Option("--tail", help="Start with the last N lines.", min=0)
     ] = None,
 ) -> int:
-    """Print the driver's log (or the head's, or worker K's) from the job's log dir."""
+    """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
+    plain job (run, pull), its command's output."""
     from nrl_launch.jobs import record
     from nrl_launch.jobs.status import find_log_dir
 

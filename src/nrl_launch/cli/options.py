@@ -1,15 +1,18 @@
-"""The job options shared by every command that builds a job spec (render, submit, config show).
+"""The job options shared by every command that builds a job spec (render, submit, config show,
+run, pull).
 
 They are declared once here; `job_options` adds them to a command's signature, so every such
-command takes exactly the same flags, and turns them into a `JobFlags`.
+command takes exactly the same flags, and turns them into a `JobFlags`. `some_job_options` adds
+only some of them, for a command to which the others mean nothing (pull has no nodes to choose).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
     from nrl_launch.layers import Resolved, Setting
     from nrl_launch.nemorl.job import Prepared
 
-__all__ = ["JobFlags", "job_options"]
+__all__ = ["JobFlags", "job_options", "some_job_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -338,6 +341,25 @@ def _recipe_words(words: list[str]) -> dict[str, tuple[Any, str]]:
 
 def job_options(func: F) -> F:
     """Give `func` the shared job options; it receives them as one `flags: JobFlags`."""
+    return _with_options(func, _OPTIONS)
+
+
+def some_job_options(*params: str, helps: Mapping[str, str] | None = None) -> Callable[[F], F]:
+    """Like `job_options`, with only the options named (by parameter name, e.g. "account"),
+    and `helps` to say what one means to this command; the others keep their defaults."""
+    helps = helps or {}
+    unknown = (set(params) | set(helps)) - {o.param for o in _OPTIONS}
+    if unknown:
+        raise ValueError(f"no such job option: {sorted(unknown)}")
+    chosen = [
+        dataclasses.replace(o, help=helps.get(o.param, o.help))
+        for o in _OPTIONS
+        if o.param in params
+    ]
+    return lambda func: _with_options(func, chosen)
+
+
+def _with_options(func: F, options: list[_Option]) -> F:
     own = [
         p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "flags"
     ]
@@ -346,14 +368,15 @@ def job_options(func: F) -> F:
             o.param,
             inspect.Parameter.KEYWORD_ONLY,
             annotation=Annotated[o.kind, o.typer_param()],
-            default=False if o.kind is bool else None,
+            default=_default(o),
         )
-        for o in _OPTIONS
+        for o in options
     ]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
-        flags = _job_flags({o.param: kwargs.pop(o.param) for o in _OPTIONS})
+        given = {o.param: kwargs.pop(o.param) for o in options}
+        flags = _job_flags({o.param: given.get(o.param, _default(o)) for o in _OPTIONS})
         return func(flags=flags, **kwargs)
 
     params = own + shared
@@ -361,3 +384,7 @@ def job_options(func: F) -> F:
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     del wrapper.__wrapped__  # typer must read the new signature, not func's
     return wrapper  # type: ignore[return-value]
+
+
+def _default(option: _Option) -> Any:
+    return False if option.kind is bool else None

@@ -32,6 +32,8 @@ def stop(
     state = paths.state_dir(os.environ)
     records = [record.load(job_id, state) for job_id in job_ids]
     # Every job is checked before any is stopped: all of them, or none and one clear line.
+    for rec in records:
+        record.require_ray(rec, "stop", f"; nrl-launch cancel {rec.job_id} ends it")
     running = [(rec, query.require_running(rec, "stop")) for rec in records]
     for rec, found in running:
         ended = find_log_dir(Path(rec.log_dir)) / "ENDED"

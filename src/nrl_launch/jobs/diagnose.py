@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nrl_launch.jobs.status import main_log
+
 __all__ = ["SIGNATURES", "Diagnosis", "diagnose"]
 
 
@@ -67,7 +69,9 @@ def _tail(path: Path) -> tuple[str, bool]:
 
 def diagnose(log_dir: Path) -> Diagnosis | None:
     """The first known signature found in the job's ENDED and logs, or None."""
-    files = [log_dir / "ENDED", log_dir / "ray-driver.log", log_dir / "ray-head.log"]
+    # A Ray job's driver log, or a plain job's (run, pull): its command's output on every node.
+    names = ["ENDED", main_log("ray"), main_log("plain"), "ray-head.log"]
+    files = [log_dir / name for name in names]
     files += sorted(log_dir.glob("ray-worker-*.log"))
     texts = [(path.name, *_tail(path)) for path in files]
     for pattern, cause in SIGNATURES:

@@ -23,8 +23,11 @@ __all__ = ["RequestFor", "launch"]
 RequestFor = Callable[[str, str], Request]
 
 
-def launch(spec: LaunchSpec, request_for: RequestFor | None = None) -> record.JobRecord:
-    """Queue `spec` (by default as a Ray job: `backends.plan`) and return its saved record."""
+def launch(
+    spec: LaunchSpec, request_for: RequestFor | None = None, kind: record.JobKind = "ray"
+) -> record.JobRecord:
+    """Queue `spec` (by default as a Ray job: `backends.plan`) and return its saved record;
+    `kind` tells status what the job's script writes (plain: `run` and `pull`, no Ray)."""
     from nrl_launch import backends, runner
     from nrl_launch.cli.render import write_script
 
@@ -71,6 +74,7 @@ def launch(spec: LaunchSpec, request_for: RequestFor | None = None) -> record.Jo
         argv=list(request.argv),
         spec=spec.model_dump(mode="json"),
         pid=pid,
+        kind=kind,
     )
     record.save(rec, state)
     return rec

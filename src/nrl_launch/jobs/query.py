@@ -18,6 +18,7 @@ from nrl_launch.jobs.status import (
     Phase,
     SchedulerView,
     find_log_dir,
+    main_log,
     parse_sacct,
     parse_scontrol_job,
     parse_squeue,
@@ -83,11 +84,11 @@ def _scontrol(job_id: str) -> dict[str, SchedulerView]:
     return parse_scontrol_job(shown.stdout) if shown.returncode == 0 else {}
 
 
-def _driver_tail(log_dir: Path | None, lines: int) -> list[str]:
+def _driver_tail(log_dir: Path | None, lines: int, kind: str) -> list[str]:
     if log_dir is None or lines <= 0:
         return []
     try:
-        text = (log_dir / "ray-driver.log").read_text(encoding="utf-8", errors="replace")
+        text = (log_dir / main_log(kind)).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
     return text.splitlines()[-lines:]
@@ -135,7 +136,7 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
         runs = run_log_dirs(Path(rec.log_dir))
         logs = read_log_dir(runs[-1])
         view = views.get(rec.job_id)
-        phase, detail = phase_of(view, logs, rec.nodes)
+        phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
         # Only a failed job's logs are searched: a running job's may be large and growing.
         found = diagnose(logs.log_dir) if phase is Phase.FAILED and logs.log_dir else None
         if found and found.where:  # found in a log: ENDED's reason does not say it yet
@@ -150,7 +151,7 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
                 log_dir=str(logs.log_dir or rec.log_dir),
                 nodes_joined=logs.nodes,
                 nodes_expected=rec.nodes,
-                driver_tail=_driver_tail(logs.log_dir, tail),
+                driver_tail=_driver_tail(logs.log_dir, tail, rec.kind),
                 log_dirs=[str(p) for p in runs if p.is_dir()],
                 cause=str(found) if found else None,
             )

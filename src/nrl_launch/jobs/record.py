@@ -2,7 +2,8 @@
 
 Schema versions:
     1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec,
-       and optional: pid (local backend), runs (every run's log dir once the job was requeued)
+       and optional: pid (local backend), runs (every run's log dir once the job was requeued),
+       kind (ray, or plain for `run` and `pull`; records written before it existed are ray)
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from nrl_launch.errors import JobNotFoundError, StateError, UsageError
 from nrl_launch.paths import write_atomically
 
-__all__ = ["SCHEMA_VERSION", "JobRecord", "load", "load_all", "save"]
+__all__ = ["SCHEMA_VERSION", "JobKind", "JobRecord", "load", "load_all", "require_ray", "save"]
 
 SCHEMA_VERSION = 1
 # What submit records: Slurm's numeric ids, and the local backend's local-<ms>.
 _JOB_ID = re.compile(r"[0-9]+|local-[0-9]+")
+JobKind = Literal["ray", "plain"]
 
 
 class JobRecord(BaseModel):
@@ -41,6 +43,7 @@ class JobRecord(BaseModel):
     spec: dict[str, Any]
     pid: int | None = None  # the local backend's job process
     runs: list[str] = []  # every run's log dir, first first, once `status` saw a requeue
+    kind: JobKind = "ray"  # plain: one command per node, no Ray (`run`, `pull`)
 
     def node_index(self, value: str, also: str = "") -> int:
         """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted
@@ -55,6 +58,15 @@ class JobRecord(BaseModel):
             else (f"{also}head (this job has one node)")
         )
         raise UsageError(f"--node {value!r}: expected {accepted}")
+
+
+def require_ray(record: JobRecord, command: str, hint: str = "") -> None:
+    """Refuse `command` (attach, stop, dashboard) on a plain job, in one line: it has no Ray."""
+    if record.kind == "plain":
+        raise UsageError(
+            f"job {record.job_id} runs a plain command (nrl-launch run or pull), without Ray: "
+            f"nrl-launch {command} works on Ray jobs only{hint}"
+        )
 
 
 def _jobs_dir(state: Path) -> Path:

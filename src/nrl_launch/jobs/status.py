@@ -3,7 +3,8 @@ parsers take command output, `read_log_dir` reads files, `phase_of` decides.
 
 Phases: PENDING (with Slurm's reason) -> STARTING -> JOINING k/N -> RUNNING -> COMPLETED, or
 FAILED (with the exit code and the reason from ENDED), CANCELLED, TIMEOUT; UNKNOWN when neither
-Slurm nor the log dir can tell.
+Slurm nor the log dir can tell. A plain job (run, pull: no Ray) never joins: it is STARTING
+until its command starts on node 0, then RUNNING.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "Phase",
     "SchedulerView",
     "find_log_dir",
+    "main_log",
     "parse_sacct",
     "parse_scontrol_job",
     "parse_squeue",
@@ -29,6 +31,15 @@ __all__ = [
     "run_log_dirs",
     "slurm_phase",
 ]
+
+# The log `logs` shows by default and `status` quotes: the driver's, or a plain job's command's.
+_MAIN_LOG = {"ray": "ray-driver.log", "plain": "job.log"}
+
+
+def main_log(kind: str) -> str:
+    """The file name of a job's main log: ray-driver.log, or job.log for a plain job."""
+    return _MAIN_LOG[kind]
+
 
 # Always an explicit format: a user's SQUEUE_FORMAT must not change what we parse.
 SQUEUE_FORMAT = "%i|%T|%r|%D|%N"
@@ -102,6 +113,7 @@ class LogView:
     gpus: int | None = None
     gpus_expected: int | None = None
     driver_started: bool = False
+    command_started: bool = False  # a plain job's command, on node 0
     ended: str | None = None
 
 
@@ -227,9 +239,9 @@ def read_log_dir(log_dir: Path) -> LogView:
     except OSError:
         ended = None
     try:
-        driver_started = "driver_started " in (log_dir / "timeline").read_text(encoding="utf-8")
+        timeline = (log_dir / "timeline").read_text(encoding="utf-8")
     except OSError:
-        driver_started = False
+        timeline = ""
     return LogView(
         log_dir=log_dir,
         head_up=(log_dir / "STARTED_RAY_HEAD").exists(),
@@ -237,13 +249,17 @@ def read_log_dir(log_dir: Path) -> LogView:
         nodes_expected=readiness.get("nodes_expected"),
         gpus=readiness.get("gpus"),
         gpus_expected=readiness.get("gpus_expected"),
-        driver_started=driver_started,
+        driver_started="driver_started " in timeline,
+        command_started="command_started " in timeline,
         ended=ended,
     )
 
 
-def phase_of(slurm: SchedulerView | None, logs: LogView, nodes: int) -> tuple[Phase, str]:
-    """One phase and one line of detail from Slurm's view and the log dir."""
+def phase_of(
+    slurm: SchedulerView | None, logs: LogView, nodes: int, kind: str = "ray"
+) -> tuple[Phase, str]:
+    """One phase and one line of detail from Slurm's view and the log dir (of a Ray job, or of
+    a plain job: `kind`)."""
     if slurm is None:
         if logs.ended:
             return Phase.UNKNOWN, f"Slurm no longer knows this job; it ended: {logs.ended}"
@@ -260,6 +276,18 @@ def phase_of(slurm: SchedulerView | None, logs: LogView, nodes: int) -> tuple[Ph
         return phase, slurm.state.lower()
     if logs.ended:
         return Phase.RUNNING, f"stopping: {logs.ended}"
+    return _plain_progress(logs, nodes) if kind == "plain" else _ray_progress(logs, nodes)
+
+
+def _plain_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
+    """A running plain job: its command, once node 0 has started it (no Ray to bring up)."""
+    if not logs.command_started:
+        return Phase.STARTING, "starting the command (the job's environment and setup)"
+    return Phase.RUNNING, f"command running on {nodes} node(s)"
+
+
+def _ray_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
+    """A running Ray job: the head, the nodes joining, then the driver."""
     if not logs.head_up:
         return Phase.STARTING, "starting the Ray head"
     joined, expected = logs.nodes or 0, logs.nodes_expected or nodes

@@ -1,0 +1,42 @@
+"""Slurm without Ray: one command on every node of a job (`run`, `pull`). Pure: no I/O.
+
+The same sbatch flags, container flags, environment and log dir as the Ray job, from the
+same spec; only the job script differs (`plain.sbatch.j2`).
+"""
+
+from __future__ import annotations
+
+from nrl_launch import __version__
+from nrl_launch.backends import Request
+from nrl_launch.backends.slurm import DEFAULT_SCRIPT_NAME, gpu_flag, sbatch_flags
+from nrl_launch.shell import join
+from nrl_launch.spec import LaunchSpec
+from nrl_launch.templating import render
+
+__all__ = ["DEFAULT_SCRIPT_NAME", "plan"]
+
+TEMPLATE = "plain.sbatch.j2"
+
+
+def plan(
+    spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME, *, remove_first: str | None = None
+) -> Request:
+    """The sbatch request that runs `spec.driver.command` once per node, without Ray.
+
+    `remove_first` is a file the job removes just before the command starts (pull --force).
+    """
+    if spec.backend != "slurm":
+        raise ValueError("a plain job runs on Slurm only")  # callers refuse this for the user
+    argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    script = render(
+        TEMPLATE,
+        spec=spec,
+        ray=False,
+        version=__version__,
+        submit_command=join(argv),
+        gpu_flag=gpu_flag(spec),
+        mounts=",".join(str(m) for m in spec.container.mounts),
+        spec_json=spec.model_dump_json(),
+        remove_first=remove_first,
+    )
+    return Request(argv=argv, script=script)
