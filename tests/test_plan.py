@@ -4,12 +4,13 @@ on configs shaped like NeMo RL's (tests/data/nemo_rl)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from nrl_launch.nemorl.config import load
-from nrl_launch.nemorl.layout import compute
+from nrl_launch.nemorl.layout import Layout, compute
 from tests.conftest import Cli
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
@@ -23,6 +24,14 @@ SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
 GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 
 V = "policy.generation.vllm_cfg"
+SG = "policy.generation.sglang_cfg"
+
+
+def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
+    cfg = load(path, overrides)
+    return compute(cfg.value, cfg.present)
+
+
 RES = "policy.generation.colocated.resources"
 
 # (rule, config, overrides that make it misfit, words the one problem line must hold)
@@ -66,7 +75,11 @@ RULES = [
     (
         "vLLM EP a multiple of TP",
         MOE_8N,
-        [f"++{V}.expert_parallel_size=6"],
+        [
+            f"{V}.pipeline_parallel_size=1",
+            f"{V}.async_engine=false",
+            f"++{V}.expert_parallel_size=6",
+        ],
         f"{V}.expert_parallel_size=6 must be a multiple of tensor_parallel_size=4",
     ),
     (
@@ -91,7 +104,7 @@ RULES = [
         "several nodes: whole nodes of the cluster's size",
         NONCOLOC_2N,
         [f"{RES}.gpus_per_node=4"],
-        f"{RES}.gpus_per_node=4 must equal cluster.gpus_per_node=8",
+        f"{RES}.gpus_per_node is 4; it must equal cluster.gpus_per_node=8",
     ),
     (
         "several nodes: generation leaves nodes for training",
@@ -124,6 +137,49 @@ RULES = [
         "cluster.segment_size=6 does not divide cluster.num_nodes=32",
     ),
     (
+        "FSDP2 under its later name, automodel_cfg",
+        DENSE_32N,
+        ["++policy.automodel_cfg.tensor_parallel_size=3"],
+        "policy training: 256 GPU(s) are not a multiple of 3 "
+        "(policy.automodel_cfg.tensor_parallel_size=3",
+    ),
+    (
+        "FSDP2 experts: EP divides DP x CP",
+        DENSE_32N,
+        ["++policy.dtensor_cfg.expert_parallel_size=64"],
+        "expert_parallel_size=64 must divide the 32 data- and context-parallel rank(s)",
+    ),
+    (
+        "vLLM EP other than TP needs the async engine off",
+        MOE_8N,
+        [f"++{V}.expert_parallel_size=8"],
+        f"{V}.expert_parallel_size=8 differs from tensor_parallel_size=4",
+    ),
+    (
+        "SGLang servers fit on a node",
+        DENSE_32N,
+        ["policy.generation.backend=sglang", f"++{SG}.gpus_per_server=16"],
+        f"{SG}.gpus_per_server=16 is more than a node's 8 GPU(s)",
+    ),
+    (
+        "PPO's value model shares the training GPUs",
+        SFT_8N,
+        ["++value.dtensor_cfg.enabled=true", "++value.dtensor_cfg.tensor_parallel_size=3"],
+        "value training: 64 GPU(s) are not a multiple of 3",
+    ),
+    (
+        "a training backend is enabled",
+        DENSE_32N,
+        ["policy.dtensor_cfg.enabled=false"],
+        "policy.dtensor_cfg.enabled and policy.megatron_cfg.enabled are both false",
+    ),
+    (
+        "a size that does not resolve is named",
+        DENSE_32N,
+        ["policy.dtensor_cfg.tensor_parallel_size=${policy.nope}"],
+        "policy.dtensor_cfg.tensor_parallel_size: its interpolation does not resolve",
+    ),
+    (
         "sizes are numbers",
         DENSE_32N,
         ["policy.dtensor_cfg.tensor_parallel_size=eight"],
@@ -139,8 +195,8 @@ def test_each_rule_fits_and_misfits(
     overrides: list[str],
     problem: str,
 ) -> None:
-    assert compute(load(path).value).problems == ()
-    problems = compute(load(path, overrides).value).problems
+    assert layout_of(path).problems == ()
+    problems = layout_of(path, overrides).problems
     assert len(problems) == 1, problems
     assert problem in problems[0]
 
@@ -166,7 +222,7 @@ def test_layouts_of_fitting_configs(
     dp: int,
     roles: list[str],
 ) -> None:
-    layout = compute(load(path).value)
+    layout = layout_of(path)
     assert layout.problems == ()
     assert (layout.nodes, layout.gpus_per_node) == (nodes, gpus)
     assert (layout.training_gpus, layout.generation_gpus) == (training, generation)
@@ -239,3 +295,12 @@ def test_plan_bad_input_is_one_line(cli: Cli, args: list[str], message: str) -> 
     assert result.code == 2
     (line,) = result.err.splitlines()
     assert message in line
+
+
+def test_generation_is_checked_when_another_key_of_it_does_not_resolve() -> None:
+    broken = ["policy.generation.max_new_tokens=${policy.nope}", f"{V}.tensor_parallel_size=3"]
+    layout = layout_of(DENSE_32N, broken)
+    assert layout.generation is not None
+    assert any(
+        "generation (vLLM): 256 GPU(s) are not a multiple of 3" in p for p in layout.problems
+    )

@@ -87,6 +87,17 @@ class NemoConfig:
 
         return _has(self.tree, key, OmegaConf)
 
+    def present(self, key: str) -> bool:
+        """`key` is there and not null, whether or not its interpolations resolve."""
+        from omegaconf import OmegaConf
+
+        if not _has(self.tree, key, OmegaConf):
+            return False
+        node = self.tree
+        for part in key.split("."):
+            node = node._get_node(part)
+        return not node._is_none()
+
     def set_by_override(self, key: str) -> Override | None:
         """The last override the user gave that sets `key` (or a mapping above it)."""
         for override in reversed(self.overrides):

@@ -69,7 +69,7 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     deadline = _deadline(draft, cfg)
     if draft.injected:
         cfg = nemo_config.load(path, [*nemo.overrides, *draft.injected])
-    layout = compute(cfg.value)
+    layout = compute(cfg.value, cfg.present)
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
     warnings = [*_storage_warnings(draft.spec, cfg), *deadline]
     if (nemo.check if check is None else check) and problems:
@@ -162,9 +162,10 @@ def _deadline(draft: _Draft, cfg: nemo_config.NemoConfig) -> list[str]:
     if given is not None:
         at = _ddhhmmss_minutes(str(given))
         if at is not None and at > minutes:
+            default = "" if draft.given("slurm.time") else " (the default: give --time)"
             return [
-                f"{key}={given} is after the time limit {draft.spec.slurm.time}: the job "
-                "ends before it saves"
+                f"{key}={given} is after the time limit {draft.spec.slurm.time}{default}: "
+                "the job ends before it saves"
             ]
         return []
     if draft.spec.nemo_rl.recipe is None:

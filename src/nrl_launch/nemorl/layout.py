@@ -98,10 +98,14 @@ class _Reader:
     """Reads values with their types checked; a wrong one becomes a problem, not a crash."""
 
     lookup: Lookup
+    present: Callable[[str], bool]
     problems: list[str] = field(default_factory=list)
 
     def int(self, key: str, default: int | None, *, low: int = 1) -> int | None:
         value = self.lookup(key)
+        if value is MISSING and self.present(key):
+            self.problems.append(f"{key}: its interpolation does not resolve")
+            return default
         if value is MISSING or value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -119,13 +123,18 @@ class _Reader:
         return value
 
     def has(self, key: str) -> bool:
-        value = self.lookup(key)
-        return value is not MISSING and value is not None
+        return self.present(key)
 
 
-def compute(lookup: Lookup) -> Layout:
-    """The layout and the problems of the config behind `lookup` (e.g. NemoConfig.value)."""
-    read = _Reader(lookup)
+def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Layout:
+    """The layout and the problems of a config: `lookup` gives a key's resolved value (e.g.
+    NemoConfig.value), `present` whether the key is there and not null, resolved or not (e.g.
+    NemoConfig.present; by default, from `lookup`)."""
+
+    def resolved_present(key: str) -> bool:
+        return lookup(key) not in (MISSING, None)
+
+    read = _Reader(lookup, present or resolved_present)
     nodes = read.int("cluster.num_nodes", None)
     gpus = read.int("cluster.gpus_per_node", None)
     if nodes is None or gpus is None:
@@ -147,8 +156,10 @@ def compute(lookup: Lookup) -> Layout:
 
     generation, train_gpus, gen_nodes = _generation(read, nodes, gpus)
     training = _training(read, "policy", train_gpus)
-    if read.has("teacher"):  # distillation: the teacher shares the training GPUs
-        _training(read, "teacher", train_gpus)
+    # Models that train beside the policy, on the same GPUs: distillation's teacher, PPO's value.
+    for section in ("teacher", "value"):
+        if read.has(section):
+            _training(read, section, train_gpus)
     roles = _roles(nodes, gpus, generation, train_gpus, gen_nodes)
     roles += [NodeRole(len(roles) + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
     return Layout(
@@ -177,8 +188,10 @@ def _generation(read: _Reader, nodes: int, gpus: int) -> tuple[Generation | None
             )
         train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus)
     engines = None
-    if backend == "vllm":  # other backends take their sizes from elsewhere
+    if backend == "vllm":
         engines = _vllm_checks(read, max(gen_gpus, 0), tp, pp, ep)
+    elif backend == "sglang":
+        _sglang_checks(read, max(gen_gpus, 0), gpus)
     gen = Generation(backend, colocated, tp, pp, ep, max(gen_gpus, 0), engines)
     return gen, max(train_gpus, 0), gen_nodes
 
@@ -198,7 +211,26 @@ def _vllm_checks(read: _Reader, gpus: int, tp: int, pp: int, ep: int) -> int | N
         read.problems.append(
             f"{g}.expert_parallel_size={ep} must be a multiple of tensor_parallel_size={tp}"
         )
+    if ep > 1 and ep != tp and read.flag(f"{g}.async_engine", False):
+        read.problems.append(
+            f"{g}.expert_parallel_size={ep} differs from tensor_parallel_size={tp}, which "
+            f"the async engine does not support: set {g}.async_engine=false"
+        )
     return engines
+
+
+def _sglang_checks(read: _Reader, gpus: int, gpus_per_node: int) -> None:
+    key = "policy.generation.sglang_cfg.gpus_per_server"
+    per_server = read.int(key, None)
+    if per_server is None:
+        read.problems.append(f"{key} is not set: SGLang needs the GPUs of each server")
+    elif per_server > gpus:
+        read.problems.append(f"{key}={per_server} is more than generation's {gpus} GPU(s)")
+    elif per_server > gpus_per_node:
+        read.problems.append(
+            f"{key}={per_server} is more than a node's {gpus_per_node} GPU(s): "
+            "a server runs on one node"
+        )
 
 
 def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
@@ -226,8 +258,9 @@ def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
             )
         return max(gpus - res_gpus, 0), res_gpus, 0
     if res_gpus != gpus:
+        given = "is not set" if res_gpus is None else f"is {res_gpus}"
         read.problems.append(
-            f"{res}.gpus_per_node={res_gpus} must equal cluster.gpus_per_node={gpus}: "
+            f"{res}.gpus_per_node {given}; it must equal cluster.gpus_per_node={gpus}: "
             "on several nodes generation takes whole nodes"
         )
     if res_nodes is None:
@@ -246,40 +279,60 @@ def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
 
 def _training(read: _Reader, section: str, gpus: int) -> Training:
     megatron = read.flag(f"{section}.megatron_cfg.enabled", False)
-    dtensor = read.flag(f"{section}.dtensor_cfg.enabled", not megatron)
-    if megatron and dtensor:
+    # FSDP2: dtensor_cfg, renamed automodel_cfg in later NeMo RL releases.
+    fsdp = (
+        f"{section}.automodel_cfg"
+        if read.has(f"{section}.automodel_cfg")
+        else f"{section}.dtensor_cfg"
+    )
+    fsdp_on = read.flag(f"{fsdp}.enabled", not megatron)
+    if megatron and fsdp_on:
         read.problems.append(
-            f"{section}.dtensor_cfg.enabled and {section}.megatron_cfg.enabled are both true: "
-            "enable one"
+            f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both true: enable one"
+        )
+    if not megatron and not fsdp_on:
+        read.problems.append(
+            f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both false: enable one"
         )
     if megatron:
-        m = f"{section}.megatron_cfg"
-        tp = read.int(f"{m}.tensor_model_parallel_size", 1) or 1
-        pp = read.int(f"{m}.pipeline_model_parallel_size", 1) or 1
-        cp = read.int(f"{m}.context_parallel_size", 1) or 1
-        ep = read.int(f"{m}.expert_model_parallel_size", 1) or 1
-        etp = read.int(f"{m}.expert_tensor_parallel_size", tp) or tp
-        names = (
-            f"{m}.tensor_model_parallel_size={tp} x context_parallel_size={cp} x "
-            f"pipeline_model_parallel_size={pp}"
+        return _megatron(read, section, gpus)
+    tp = read.int(f"{fsdp}.tensor_parallel_size", 1) or 1
+    cp = read.int(f"{fsdp}.context_parallel_size", 1) or 1
+    ep = read.int(f"{fsdp}.expert_parallel_size", 1) or 1
+    names = f"{fsdp}.tensor_parallel_size={tp} x context_parallel_size={cp}"
+    dp = _divides(read, f"{section} training", gpus, tp * cp, names)
+    if ep > 1 and gpus and (gpus // tp) % ep:
+        # FSDP2 shards experts over the data- and context-parallel ranks: (DP x CP) % EP == 0.
+        read.problems.append(
+            f"{section} training: {fsdp}.expert_parallel_size={ep} must divide the "
+            f"{gpus // tp} data- and context-parallel rank(s) ({gpus} GPU(s) / "
+            f"tensor_parallel_size={tp})"
         )
-        if ep > 1 or etp != tp:
-            _divides(
-                read,
-                f"{section} experts",
-                gpus,
-                etp * ep * pp,
-                f"{m}.expert_tensor_parallel_size={etp} x expert_model_parallel_size={ep} "
-                f"x pipeline_model_parallel_size={pp}",
-            )
-    else:
-        d = f"{section}.dtensor_cfg"
-        tp = read.int(f"{d}.tensor_parallel_size", 1) or 1
-        cp = read.int(f"{d}.context_parallel_size", 1) or 1
-        pp, ep = 1, 1
-        names = f"{d}.tensor_parallel_size={tp} x context_parallel_size={cp}"
+    return Training("dtensor", tp, cp, 1, ep, gpus, dp)
+
+
+def _megatron(read: _Reader, section: str, gpus: int) -> Training:
+    m = f"{section}.megatron_cfg"
+    tp = read.int(f"{m}.tensor_model_parallel_size", 1) or 1
+    pp = read.int(f"{m}.pipeline_model_parallel_size", 1) or 1
+    cp = read.int(f"{m}.context_parallel_size", 1) or 1
+    ep = read.int(f"{m}.expert_model_parallel_size", 1) or 1
+    etp = read.int(f"{m}.expert_tensor_parallel_size", tp) or tp
+    if ep > 1 or etp != tp:
+        _divides(
+            read,
+            f"{section} experts",
+            gpus,
+            etp * ep * pp,
+            f"{m}.expert_tensor_parallel_size={etp} x expert_model_parallel_size={ep} "
+            f"x pipeline_model_parallel_size={pp}",
+        )
+    names = (
+        f"{m}.tensor_model_parallel_size={tp} x context_parallel_size={cp} x "
+        f"pipeline_model_parallel_size={pp}"
+    )
     dp = _divides(read, f"{section} training", gpus, tp * cp * pp, names)
-    return Training("megatron" if megatron else "dtensor", tp, cp, pp, ep, gpus, dp)
+    return Training("megatron", tp, cp, pp, ep, gpus, dp)
 
 
 def _divides(read: _Reader, what: str, gpus: int, size: int, names: str) -> int | None:
