@@ -23,7 +23,14 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No ray.sub variables, no profile and a fresh HOME and cwd: only what a test sets counts."""
-    for name in [*RAY_SUB_ENV, "NRL_LAUNCH_PROFILE", "NRL_LAUNCH_DEBUG"]:
+    # The default secrets too: whether this machine's shell has them must not change a test.
+    for name in [
+        *RAY_SUB_ENV,
+        "NRL_LAUNCH_PROFILE",
+        "NRL_LAUNCH_DEBUG",
+        "HF_TOKEN",
+        "WANDB_API_KEY",
+    ]:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()

@@ -67,8 +67,10 @@ def test_submit_prints_the_id_and_writes_a_record(cli: Cli, slurm: FakeSlurm) ->
 
 
 def test_submit_reports_sbatch_s_error_and_records_nothing(
-    cli: Cli, slurm: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("HF_TOKEN", "WANDB_API_KEY"):  # set: no warning about them either
+        monkeypatch.setenv(name, "x")
     slurm.answer(
         "sbatch", stderr="sbatch: error: Invalid account or account/partition combination\n", code=1
     )

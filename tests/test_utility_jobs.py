@@ -220,7 +220,10 @@ def test_pull_dry_run_prints_the_script_and_writes_nothing(
 RUN = ["--nodes", "2", "--gpus-per-node", "0", "--container-runtime", "none"]
 
 
-def test_run_submits_the_command_once_per_node(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
+def test_run_submits_the_command_once_per_node(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_x")  # --secret makes it required at submit
     command = ["python", "prepare.py", "--out", "/data dir/$(x)"]
     slurm.answer("sbatch", stdout="81\n")
     result = cli("run", *RUN, "--env", "DATA=/d", "--secret", "HF_TOKEN", "--", *command)

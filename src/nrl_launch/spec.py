@@ -22,6 +22,7 @@ from pydantic import (
 
 __all__ = [
     "DEFAULT_DRIVERS",
+    "DEFAULT_SECRETS",
     "CachesSpec",
     "ContainerSpec",
     "DriverSpec",
@@ -318,6 +319,9 @@ class RayTimeouts(_Spec):
 class RaySpec(_Spec):
     ports: RayPorts = RayPorts()
     timeouts: RayTimeouts = RayTimeouts()
+    # token: Ray's token authentication (Ray >= 2.52) with a fresh token per job, so that no
+    # one else who can reach the job's ports can run code as its owner. off: for older Ray.
+    auth: Literal["token", "off"] = "token"
 
 
 class LogsSpec(_Spec):
@@ -453,6 +457,13 @@ class DriverSpec(_Spec):
         return value
 
 
+# What a secret listed under `secrets:` needs: required ones must be set when the job is
+# submitted, optional ones are passed when they are; off drops a default.
+SecretNeed = Literal["required", "optional", "off"]
+# Passed when set, by name: the tokens NeMo RL's guides use. A job may mark one required.
+DEFAULT_SECRETS: dict[str, SecretNeed] = {"HF_TOKEN": "optional", "WANDB_API_KEY": "optional"}
+
+
 class LaunchSpec(_Spec):
     """Everything needed to render and launch one job."""
 
@@ -465,10 +476,26 @@ class LaunchSpec(_Spec):
     logs: LogsSpec = LogsSpec()
     caches: CachesSpec = CachesSpec()
     env: dict[EnvName, Annotated[Text, BeforeValidator(_as_text)]] = {}
-    secrets: tuple[EnvName, ...] = ()
+    secrets: dict[EnvName, SecretNeed] = DEFAULT_SECRETS
     setup: Text | None = None
     driver: DriverSpec = DriverSpec()
     nemo_rl: NemoRLSpec = NemoRLSpec()
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secrets_over_defaults(cls, value: Any) -> Any:
+        # `secrets: [A, B]` lists required ones; either form adds to the defaults.
+        if isinstance(value, (list, tuple)):
+            value = dict.fromkeys(value, "required")
+        return {**DEFAULT_SECRETS, **value} if isinstance(value, dict) else value
+
+    @property
+    def required_secrets(self) -> list[str]:
+        return sorted(n for n, need in self.secrets.items() if need == "required")
+
+    @property
+    def optional_secrets(self) -> list[str]:
+        return sorted(n for n, need in self.secrets.items() if need == "optional")
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:
@@ -516,7 +543,7 @@ class LaunchSpec(_Spec):
                 f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
                 "mount into the container; choose another directory"
             )
-        for name in sorted(set(self.env) & set(self.secrets)):
+        for name in sorted(set(self.env) & set(self.required_secrets + self.optional_secrets)):
             raise ValueError(
                 f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
             )

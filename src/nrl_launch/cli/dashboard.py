@@ -6,11 +6,14 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from nrl_launch import output, paths
+
+if TYPE_CHECKING:
+    from nrl_launch.jobs.record import JobRecord
 
 
 def dashboard(
@@ -29,15 +32,37 @@ def dashboard(
     target = "localhost" if rec.backend == "local" else head
     ssh = f"ssh -N -L {port}:{target}:{port} {getpass.getuser()}@{socket.gethostname()}"
     url = f"http://localhost:{port}"
+    # With Ray's token auth the dashboard asks for the job's token: say where it is, never what.
+    token = _token_path(rec)
     if json:
         output.emit_json(
             "dashboard",
-            {"job_id": rec.job_id, "head_node": head, "port": port, "ssh": ssh, "url": url},
+            {
+                "job_id": rec.job_id,
+                "head_node": head,
+                "port": port,
+                "ssh": ssh,
+                "url": url,
+                "token_path": token,
+            },
         )
         return 0
-    output.emit_text(
+    text = (
         f"Job {rec.job_id}'s Ray dashboard: {head}:{port} (the head node)\n"
         f"From your laptop, open the tunnel through this node, then browse {url}:\n"
         f"  {ssh}"
     )
+    if token:
+        text += f"\nIt asks for the job's token: the contents of {token} (readable by you only)."
+    output.emit_text(text)
     return 0
+
+
+def _token_path(rec: JobRecord) -> str | None:
+    from pathlib import Path
+
+    from nrl_launch.jobs.status import find_log_dir
+
+    if rec.spec.get("ray", {}).get("auth", "off") != "token":
+        return None
+    return str(find_log_dir(Path(rec.log_dir)) / "ray-auth-token")

@@ -224,8 +224,7 @@ _OPTIONS = [
         ("--secret",),
         "Pass this variable from your environment by name, never by value (repeatable).",
         _RUN,
-        "secrets",
-        "NAME",
+        metavar="NAME",
     ),
     _Option(
         "log_dir",
@@ -281,8 +280,8 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
             put(option.key, value, option.names[-1])
     if kwargs["container"] and not kwargs["container_runtime"]:
         put("container.runtime", "pyxis", "--container")  # an image means a container
-    for name, value in _env_items(kwargs["env"] or []):
-        put(f"env.{name}", value, "--env")
+    for key, value, label in _named_items(kwargs["env"] or [], kwargs["secret"] or []):
+        put(key, value, label)
     command = kwargs["command"] or []
     _no_bare_recipe(command, kwargs["config"])
     if kwargs["no_check"]:
@@ -309,14 +308,17 @@ def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
     )
 
 
-def _env_items(items: list[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
+def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, str, str]]:
+    """--env NAME=VALUE and --secret NAME as (spec key, value, label); a secret so named is
+    required at submit."""
+    found = []
+    for item in env:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-        pairs.append((name, value))
-    return pairs
+        found.append((f"env.{name}", value, "--env"))
+    found += [(f"secrets.{name}", "required", "--secret") for name in secrets]
+    return found
 
 
 def _no_bare_recipe(command: list[str], config: str | None) -> None:

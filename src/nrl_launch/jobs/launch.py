@@ -8,19 +8,41 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from nrl_launch import paths
 from nrl_launch.backends import Request
-from nrl_launch.errors import SchedulerError, UsageError
+from nrl_launch.errors import ConfigError, SchedulerError, UsageError
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["RequestFor", "launch"]
+__all__ = ["RequestFor", "check_secrets", "launch"]
 
 # (script path, job id) -> the request to run; the job id is only known ahead for local jobs.
 RequestFor = Callable[[str, str], Request]
+
+
+def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
+    """Secrets travel by name in the environment sbatch exports: say now, before anything is
+    queued, that a required one is missing here, not minutes later on a node."""
+    from nrl_launch import output
+
+    missing = [name for name in spec.required_secrets if not environ.get(name)]
+    if missing:
+        raise ConfigError(
+            [
+                f"secrets.{name}: {name} is not set in this shell and the job requires it: "
+                f"export it first, or mark it optional (--set secrets.{name}=optional)"
+                for name in missing
+            ]
+        )
+    absent = [name for name in spec.optional_secrets if not environ.get(name)]
+    if absent:
+        output.warn(
+            f"{', '.join(absent)} (optional in secrets) not set in this shell: the job runs "
+            "without them"
+        )
 
 
 def launch(
@@ -36,6 +58,7 @@ def launch(
         def request_for(script_path: str, job_id: str) -> Request:
             return backends.plan(spec, script_path, job_id)
 
+    check_secrets(spec, os.environ)
     state = paths.state_dir(os.environ)
     cwd = Path.cwd()
     # A local job has no scheduler to number it: its id is its start time (ms).

@@ -269,13 +269,19 @@ def _driver_workdir(spec: LaunchSpec) -> str | None:
 
 
 def _storage_warnings(spec: LaunchSpec, cfg: nemo_config.NemoConfig | None) -> list[str]:
+    """What the job would leave open or unshared: Ray without auth, node-local storage."""
+    warnings = []
+    if spec.ray.auth == "off":
+        warnings.append(
+            "ray.auth is off: anyone who can reach the job's Ray ports can run code as you "
+            "(turn it off only for Ray older than 2.52)"
+        )
     checks = [(f"caches ({name})", path) for name, path in spec.caches.env().items()]
     if cfg is not None:
         for key in ("logger.log_dir", "checkpointing.checkpoint_dir"):
             value = cfg.value(key, None)
             if isinstance(value, str) and value:
                 checks.append((key, value))
-    warnings = []
     for what, path in checks:
         reason = node_local_reason(path, spec)
         if reason:
