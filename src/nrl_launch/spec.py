@@ -316,12 +316,21 @@ class RayTimeouts(_Spec):
     driver_s: int | None = Field(default=None, ge=1)
 
 
+def _yaml_switch(value: Any) -> Any:
+    """YAML reads a bare `off` as false (and `on` as true): take them as the words meant."""
+    if value is False:
+        return "off"
+    if value is True:
+        return "token"
+    return value
+
+
 class RaySpec(_Spec):
     ports: RayPorts = RayPorts()
     timeouts: RayTimeouts = RayTimeouts()
     # token: Ray's token authentication (Ray >= 2.52) with a fresh token per job, so that no
     # one else who can reach the job's ports can run code as its owner. off: for older Ray.
-    auth: Literal["token", "off"] = "token"
+    auth: Annotated[Literal["token", "off"], BeforeValidator(_yaml_switch)] = "token"
 
 
 class LogsSpec(_Spec):
