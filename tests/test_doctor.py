@@ -553,9 +553,9 @@ def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isol
     assert [line.split(":")[0] for line in checks] == [
         "ok    slurm", "ok    slurm.partition", "ok    slurm.time", "ok    slurm.account",
         "ok    slurm.nodes", "ok    slurm.gpus_per_node", "ok    sbatch --test-only",
-        "ok    logs.base_dir",
+        "ok    logs.base_dir", "ok    ray.auth",
     ]  # fmt: skip
-    assert out[-1] == "All 8 checks passed"
+    assert out[-1] == "All 9 checks passed"
     test_only = next(c for c in slurm.calls() if "--test-only" in c)
     assert test_only == (
         "sbatch --test-only --exclusive --export=ALL --gres=gpu:8 --job-name=nrl-launch "
@@ -679,3 +679,19 @@ def test_doctor_help_imports_no_heavy_library(monkeypatch: pytest.MonkeyPatch) -
     # The CLI in a fresh process must be this one (PYTHONPATH=src is relative to the repo).
     monkeypatch.setenv("PYTHONPATH", str(Path(nrl_launch.__file__).parents[1]))
     assert not roots(imported("doctor", "--help")) & {"ray", "jinja2", "yaml", "rich"}
+
+
+@pytest.mark.parametrize(
+    ("auth", "version", "verdict"),
+    [("token", "2.51.0", "fail"), ("token", "2.60.0", None), ("off", "2.40.0", None)],
+)
+def test_ray_auth_needs_ray_2_52_on_the_nodes(auth: str, version: str, verdict: str | None) -> None:
+    from nrl_launch.doctor import auth_check, ray_auth_on_node
+    from nrl_launch.spec import LaunchSpec
+
+    spec = LaunchSpec.model_validate({"interactive": True, "ray": {"auth": auth}})
+    found = ray_auth_on_node(spec, "node3", f"ray, version {version}")
+    assert (found.status if found else None) == verdict
+    if found:
+        assert found.detail.startswith(f"Ray {version} has no token authentication")
+    assert auth_check(spec).status == ("ok" if auth == "token" else "warn")

@@ -627,6 +627,40 @@ def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Ite
         yield from slurm_checks(spec, sources)
     yield from container_checks(spec, cwd)
     yield from dir_checks(spec, cwd)
+    yield auth_check(spec)
+
+
+# Ray's token authentication came in this release; before it, RAY_AUTH_MODE is ignored.
+RAY_AUTH_SINCE = (2, 52)
+
+
+def auth_check(spec: LaunchSpec) -> Check:
+    if spec.ray.auth == "off":
+        return _warn(
+            "ray.auth",
+            "off: anyone who can reach the job's Ray ports can run code as you "
+            "(only for Ray older than 2.52)",
+        )
+    return _ok(
+        "ray.auth",
+        "token: each job makes its own token (0600, in its log dir); the nodes need Ray 2.52 "
+        "or later (--on-nodes checks)",
+    )
+
+
+def ray_auth_on_node(spec: LaunchSpec, node: str, ray_version_line: str) -> Check | None:
+    """Whether the Ray a node reports (`ray, version X`) does what ray.auth asks of it."""
+    if spec.ray.auth != "token":
+        return None
+    version = ray_version_line.rsplit(" ", 1)[-1]
+    numbers = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if len(numbers) == 2 and numbers < RAY_AUTH_SINCE:
+        return _fail(
+            f"ray.auth on {node}",
+            f"Ray {version} has no token authentication (2.52 or later has): upgrade Ray on the "
+            "nodes, or set ray.auth: off",
+        )
+    return None
 
 
 # ---- On the nodes: a probe job ----
@@ -703,6 +737,11 @@ def _node_check(spec: LaunchSpec, report: ProbeReport, node: str) -> list[Check]
         _fail(f"ray on {node}", line.detail)
         for line in report.of("ray", node)
         if line.status not in ("ok", "skipped")
+    ]
+    problems += [
+        found
+        for line in report.of("ray", node)
+        if line.status == "ok" and (found := ray_auth_on_node(spec, node, line.detail))
     ]
     problems += [
         _fail(f"container.mounts on {node}", f"source {line.key} does not exist there")
