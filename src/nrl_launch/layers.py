@@ -274,15 +274,17 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
         if err["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
             continue
-        message = str(err["msg"]).removeprefix("Value error, ")
-        message = message[:1].lower() + message[1:]
-        if not key:  # a rule across sections: its message names the keys
-            lines.append(message)
-        elif isinstance(err["input"], (dict, list)) or err["type"] == "missing":
-            lines.append(f"{key}: {message}{origin}")
-        else:
-            got = f"got {err['input']!r}" + (f", from {source}" if source else "")
-            lines.append(f"{key}: {message} ({got})")
+        text = str(err["msg"]).removeprefix("Value error, ")
+        # A validator that finds several problems in one value says each on a line of its own.
+        for line in text.splitlines():
+            message = line[:1].lower() + line[1:]
+            if not key:  # a rule across sections: its message names the keys
+                lines.append(message)
+            elif isinstance(err["input"], (dict, list, tuple)) or err["type"] == "missing":
+                lines.append(f"{key}: {message}{origin}")
+            else:
+                got = f"got {err['input']!r}" + (f", from {source}" if source else "")
+                lines.append(f"{key}: {message} ({got})")
     return lines
 
 
