@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nrl_launch.errors import JobNotFoundError, StateError
+from nrl_launch.errors import JobNotFoundError, UnreadableRecordError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import (
     LogView,
@@ -155,8 +155,8 @@ def test_corrupt_record_warns_and_others_still_list(tmp_path: Path) -> None:
     (tmp_path / "jobs" / "3.json").write_text(json.dumps({"schema_version": 99}))
     records, warnings = record.load_all(tmp_path)
     assert [r.job_id for r in records] == ["1"]
-    assert len(warnings) == 2 and "newer than this nrl-launch reads" in " ".join(warnings)
-    with pytest.raises(StateError, match=r"2\.json is unreadable"):
+    assert len(warnings) == 2 and "written by a newer nrl-launch" in " ".join(warnings)
+    with pytest.raises(UnreadableRecordError, match=r"2\.json is unreadable"):
         record.load("2", tmp_path)
     with pytest.raises(JobNotFoundError, match="no job '4'"):
         record.load("4", tmp_path)

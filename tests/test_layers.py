@@ -154,3 +154,40 @@ def test_container_flag_implies_pyxis_over_a_profile(cli: Cli, tmp_path: Path) -
     shown = show(cli, "--profile", str(profile), "--container", "/images/rl.sqsh")
     assert shown["spec"]["container"]["runtime"] == "pyxis"
     assert shown["sources"]["container.runtime"] == "--container"
+
+
+def test_a_fifo_is_refused_not_read(tmp_path: Path) -> None:
+    """Reading a FIFO blocks until something writes to it: `-f fifo` used to hang for ever."""
+    import os
+
+    from nrl_launch.errors import ConfigError
+    from nrl_launch.paths import read_config_text
+
+    fifo = tmp_path / "job.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(
+        ConfigError, match=r"job file: cannot be read \(not a regular file but a FIFO\)"
+    ):
+        read_config_text(fifo, "job file")
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(cli: Cli, tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a second `slurm:` silently dropped the first's
+    nodes. A merge (`<<`) overridden beside it is not a repeat."""
+    job = write(tmp_path / "j.yaml", "slurm:\n  nodes: 2\nenv: {A: '1'}\nslurm:\n  time: 10\n")
+    result = cli("config", "show", "--interactive", "-f", str(job))
+    assert result.code == 2
+    assert result.err == (
+        f"nrl-launch: error: job file {job}: invalid YAML at line 4, column 1: "
+        "'slurm' is given twice (first at line 1)\n"
+    )
+    from nrl_launch.layers import load_yaml_mapping
+
+    merged = write(tmp_path / "m.yaml", "x: &b {nodes: 2, time: 10}\nslurm: {<<: *b, nodes: 3}\n")
+    assert load_yaml_mapping(merged, "job file")["slurm"] == {"nodes": 3, "time": 10}
+
+
+def test_a_profile_that_is_no_file_says_what_it_is(cli: Cli, tmp_path: Path) -> None:
+    result = cli("config", "show", "--interactive", "--profile", str(tmp_path))
+    assert result.code == 2
+    assert result.err == f"nrl-launch: error: profile {tmp_path}: is a directory, not a YAML file\n"

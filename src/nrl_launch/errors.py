@@ -17,6 +17,7 @@ __all__ = [
     "NrlLaunchError",
     "SchedulerError",
     "StateError",
+    "UnreadableRecordError",
     "UsageError",
 ]
 
@@ -80,6 +81,11 @@ class JobNotFoundError(NrlLaunchError):
     """No job record for the id given."""
 
     exit_code = ExitCode.NOT_FOUND
+
+
+class UnreadableRecordError(JobNotFoundError):
+    """The job's record exists but cannot be read (not JSON, a wrong shape, a newer schema):
+    as good as no record, and the line says why and where it is. Not a bug: exit 4."""
 
 
 class JobNotRunningError(NrlLaunchError):

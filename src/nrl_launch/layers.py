@@ -82,7 +82,26 @@ class Resolved:
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """YAML as users mean it in a job file: `1:30` is a time, not the base-60 int 90."""
+    """YAML as users mean it in a job file: `1:30` is a time, not the base-60 int 90, and a key
+    given twice is a mistake (YAML would keep the last: a second `slurm:` drops the first's)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges; a key given beside it wins, as it should
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            if key in first:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"{key!r} is given twice (first at line {first[key] + 1})",
+                    key_node.start_mark,
+                )
+            first[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
@@ -104,15 +123,7 @@ _YamlLoader.add_implicit_resolver(
 
 def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     """Read a YAML file that must hold a mapping; every failure is one ConfigError line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{what} {path}: no such file"]) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{what} {path}: is a directory, not a YAML file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([f"{what} {path}: cannot be read ({reason})"]) from None
+    text = paths.read_config_text(path, f"{what} {path}")
     try:
         data = yaml.load(text, Loader=_YamlLoader)
     except yaml.YAMLError as exc:
@@ -132,13 +143,14 @@ def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
 def find_profile(flag: Path | None, environ: Mapping[str, str], cwd: Path) -> Path | None:
     """The profile to use: --profile, else $NRL_LAUNCH_PROFILE, else ./nrl-launch.yaml, else
     the user config dir. A profile that was asked for by name must exist."""
+    # One that exists but is no file (a directory, a FIFO) is said so when it is read.
     if flag is not None:
-        if not flag.is_file():
+        if not flag.exists():
             raise ConfigError([f"--profile {flag}: no such file"])
         return flag
     named = environ.get(paths.PROFILE_ENV)
     if named:
-        if not Path(named).is_file():
+        if not Path(named).exists():
             raise ConfigError([f"{paths.PROFILE_ENV}={named}: no such file"])
         return Path(named)
     for candidate in (cwd / paths.PROFILE_NAME, paths.user_profile(environ)):
@@ -274,15 +286,17 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
         if err["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
             continue
-        message = str(err["msg"]).removeprefix("Value error, ")
-        message = message[:1].lower() + message[1:]
-        if not key:  # a rule across sections: its message names the keys
-            lines.append(message)
-        elif isinstance(err["input"], (dict, list)) or err["type"] == "missing":
-            lines.append(f"{key}: {message}{origin}")
-        else:
-            got = f"got {err['input']!r}" + (f", from {source}" if source else "")
-            lines.append(f"{key}: {message} ({got})")
+        text = str(err["msg"]).removeprefix("Value error, ")
+        # A validator that finds several problems in one value says each on a line of its own.
+        for line in text.splitlines():
+            message = line[:1].lower() + line[1:]
+            if not key:  # a rule across sections: its message names the keys
+                lines.append(message)
+            elif isinstance(err["input"], (dict, list, tuple)) or err["type"] == "missing":
+                lines.append(f"{key}: {message}{origin}")
+            else:
+                got = f"got {err['input']!r}" + (f", from {source}" if source else "")
+                lines.append(f"{key}: {message} ({got})")
     return lines
 
 

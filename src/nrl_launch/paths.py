@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from nrl_launch.errors import ConfigError
+
 __all__ = [
     "PROFILE_ENV",
     "PROFILE_NAME",
     "STATE_ENV",
+    "read_config_text",
+    "read_text",
     "state_dir",
     "templates_dir",
     "user_profile",
@@ -61,3 +65,45 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of the regular file `path`. Anything else is refused, not read: a FIFO
+    would block until something writes to it, a device might never end.
+    Raises OSError (FileNotFoundError, IsADirectoryError, ...) or UnicodeDecodeError."""
+    import errno
+    import os
+    import stat
+
+    # O_NONBLOCK: opening a FIFO waits for a writer without it.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
+            raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+        with os.fdopen(fd, "rb") as f:
+            fd = -1  # closed with f
+            data = f.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return data.decode("utf-8")
+
+
+def read_config_text(path: Path, label: str) -> str:
+    """`read_text` for a file the user named (a profile, a job file, a NeMo RL config): every
+    failure is one ConfigError line that starts with `label`."""
+    try:
+        return read_text(path)
+    except FileNotFoundError:
+        raise ConfigError([f"{label}: no such file"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{label}: is a directory, not a YAML file"]) from None
+    except UnicodeDecodeError as exc:
+        byte = f"byte {exc.object[exc.start]:#04x} at offset {exc.start}"
+        raise ConfigError([f"{label}: is not UTF-8 text ({byte})"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{label}: cannot be read ({exc.strerror or exc})"]) from None

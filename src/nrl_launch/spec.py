@@ -16,9 +16,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+
+from nrl_launch import sbatch_args
 
 __all__ = [
     "DEFAULT_DRIVERS",
@@ -237,7 +240,20 @@ class SlurmSpec(_Spec):
     gpus_per_node: int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
     cpus_per_node: int | None = Field(default=None, ge=1)
-    extra_args: tuple[Text, ...] = ()
+    # Raw sbatch arguments, after nrl-launch's own: never one that overrides what it sets.
+    extra_args: tuple[Line, ...] = ()
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_owned(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        # The fields above are validated first; one that failed is missing here.
+        gres_owned = (
+            info.data.get("gpu_request") == "gres" and info.data.get("gpus_per_node", 0) > 0
+        )
+        problems = sbatch_args.problems(value, gres_owned=gres_owned)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
 
 
 class ContainerSpec(_Spec):

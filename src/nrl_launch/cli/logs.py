@@ -87,22 +87,23 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     offset, last_check, ended = 0, 0.0, False
-    if tail is not None and path.is_file():
-        data = path.read_bytes()
+    log_dir = path.parent
+    seen = log_dir.is_dir()  # before the job starts, its log dir is still to come
+    if tail is not None:
+        data = _read_from(path, 0) or b""
         sys.stdout.write(_last_lines(data.decode("utf-8", errors="replace"), tail))
         offset = len(data)
     while True:
-        if path.is_file():
-            with open(path, "rb") as f:
-                f.seek(offset)
-                chunk = f.read()
-            if chunk:
-                offset += len(chunk)
-                sys.stdout.write(decoder.decode(chunk))
-                sys.stdout.flush()
-                continue
-        elif not path.parent.parent.is_dir():
-            raise JobNotFoundError(f"the log dir {path.parent} was removed while following it")
+        chunk = _read_from(path, offset)
+        if chunk:
+            offset += len(chunk)
+            sys.stdout.write(decoder.decode(chunk))
+            sys.stdout.flush()
+            continue
+        if log_dir.is_dir():
+            seen = True
+        elif seen or not log_dir.parent.is_dir():
+            raise JobNotFoundError(f"the log dir {log_dir} was removed while following it")
         if ended:
             return 0
         # The job's state is checked every few seconds, not on every read.
@@ -112,3 +113,13 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
             ended = found is not None and found[0].over
             continue  # read once more after the job ended, then stop
         time.sleep(0.5)
+
+
+def _read_from(path: Path, offset: int) -> bytes | None:
+    """What `path` holds past `offset`; None while it does not exist (not yet, or no more)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None

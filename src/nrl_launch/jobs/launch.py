@@ -66,6 +66,7 @@ def launch(
     script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"
     request = request_for(str(script), job_id)
     base = cwd / spec.logs.base_dir
+    made = _missing(base)
     try:
         script.parent.mkdir(parents=True, exist_ok=True)
         # The job's own output goes next to its log dirs: that directory must exist.
@@ -79,12 +80,18 @@ def launch(
             pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
         else:
             done = runner.run(list(request.argv))
-            job_id = done.stdout.strip().split(";")[0]
-            if not job_id.isdigit():
-                raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
     except SchedulerError:
-        script.unlink(missing_ok=True)  # nothing was submitted: nothing is left behind
+        # Nothing was submitted: nothing is left behind, neither the script nor the log dir.
+        script.unlink(missing_ok=True)
+        _remove_empty(made)
         raise
+    if spec.backend != "local":
+        job_id = done.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            # sbatch succeeded, so a job may be queued: its output dir stays (its script is
+            # slurmctld's copy by now).
+            script.unlink(missing_ok=True)
+            raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
     rec = record.JobRecord(
         job_id=job_id,
         backend=spec.backend,
@@ -101,3 +108,22 @@ def launch(
     )
     record.save(rec, state)
     return rec
+
+
+def _missing(path: Path) -> list[Path]:
+    """The directories `path.mkdir(parents=True)` would create, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove `directories` (deepest first) while they are empty: what another process put
+    there meanwhile stays, with the directories above it."""
+    try:
+        for directory in directories:
+            directory.rmdir()
+    except OSError:
+        return

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from nrl_launch.errors import JobNotFoundError, StateError, UsageError
-from nrl_launch.paths import write_atomically
+from nrl_launch.errors import JobNotFoundError, StateError, UnreadableRecordError, UsageError
+from nrl_launch.paths import read_text, write_atomically
 
 __all__ = ["SCHEMA_VERSION", "JobKind", "JobRecord", "load", "load_all", "require_ray", "save"]
 
@@ -87,17 +87,39 @@ def save(record: JobRecord, state: Path) -> Path:
 
 
 def _read(path: Path) -> JobRecord:
+    """The record in `path`; UnreadableRecordError says, in one line, why it cannot be used."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        version = data.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise ValueError(f"schema version {version!r} is newer than this nrl-launch reads")
-        return JobRecord.model_validate(data)
-    except (OSError, ValueError, ValidationError) as exc:
-        reason = " ".join(str(exc).split())[:200]
-        raise StateError(f"job record {path} is unreadable: {reason}") from None
+        data = json.loads(read_text(path))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are both
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _unreadable(path, f"not a JSON job record ({reason})") from None
+    if not isinstance(data, dict):
+        raise _unreadable(path, f"not a JSON object but a {type(data).__name__}")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _unreadable(path, f"schema_version is {version!r}, not a version nrl-launch writes")
+    if version > SCHEMA_VERSION:
+        raise _unreadable(
+            path,
+            f"written by a newer nrl-launch (schema version {version}; this one reads up to "
+            f"{SCHEMA_VERSION}): upgrade nrl-launch",
+        )
+    try:
+        rec = JobRecord.model_validate(data)
+    except ValidationError as exc:
+        wrong = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'record'}: {err['msg'][:1].lower()}"
+            f"{err['msg'][1:]}"
+            for err in exc.errors()[:3]
+        )
+        raise _unreadable(path, wrong) from None
+    if path.stem != rec.job_id:
+        raise _unreadable(path, f"it holds job {rec.job_id!r}, not {path.stem!r}")
+    return rec
+
+
+def _unreadable(path: Path, reason: str) -> UnreadableRecordError:
+    return UnreadableRecordError(f"job record {path} is unreadable: {reason}")
 
 
 def load(job_id: str, state: Path) -> JobRecord:
@@ -117,7 +139,7 @@ def load_all(state: Path) -> tuple[list[JobRecord], list[str]]:
     for path in sorted(_jobs_dir(state).glob("*.json")):
         try:
             records.append(_read(path))
-        except StateError as exc:  # noqa: PERF203 - one bad record must not hide the rest
+        except UnreadableRecordError as exc:  # noqa: PERF203 - one bad record must not hide the rest
             warnings.append(exc.message)
     records.sort(key=lambda r: r.submitted_at, reverse=True)
     return records, warnings

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nrl_launch.errors import ConfigError
+from nrl_launch.paths import read_config_text
 
 __all__ = ["MISSING", "NemoConfig", "Override", "load", "parse_override"]
 
@@ -174,15 +175,7 @@ def _load_tree(path: Path, what: str, files: list[Path], chain: tuple[Path, ...]
     if real in chain:
         loop = " -> ".join(str(p) for p in (*chain, real))
         raise ConfigError([f"{label}: defaults form a loop: {loop}"])
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{label}: no such file"]) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{label}: is a directory, not a YAML file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([f"{label}: cannot be read ({reason})"]) from None
+    text = read_config_text(path, label)
     try:
         tree = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
     except (YAMLError, OmegaConfBaseException) as exc:

@@ -1,0 +1,715 @@
+"""The bad-input catalogue: every way a user can get a command wrong, and what they get back.
+
+Each row of CASES is one mistake: the command line, the exit code the README's table gives it,
+and the text each error line must hold (one line per problem, naming the key, flag or file).
+Every case runs with fake Slurm commands alone on PATH (tests/fakes.py; sbatch would accept
+and queue), and asserts, besides its own lines:
+
+- stderr holds exactly those error lines (and nothing that is not nrl-launch's: no traceback);
+- nothing is queued: sbatch is never called (the rows where sbatch itself fails say so);
+- nothing is left behind: no job record, no script, no -o output, no log dir, no temp file:
+  every file and directory under the test's scratch dir is the same before and after.
+
+The dynamic cases (a log dir deleted under a running `logs -f`) follow the table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.errors import ExitCode
+from nrl_launch.jobs import record
+from tests.conftest import Cli
+from tests.fakes import FakeSlurm, install
+
+BAD_INPUT, SCHEDULER, NOT_FOUND = ExitCode.BAD_INPUT, ExitCode.SCHEDULER, ExitCode.NOT_FOUND
+CMD = ["--", "python", "train.py"]
+SUBMIT = ["submit", "--container-runtime", "none"]
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a case's setup may prepare: the scratch dir, the fakes, the environment."""
+
+    tmp: Path
+    fake: FakeSlurm
+    monkeypatch: pytest.MonkeyPatch
+
+
+Setup = Callable[[Env], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: list[str]  # after `nrl-launch`; {tmp} is the scratch dir
+    code: int
+    says: list[str]  # what each error line holds, in order: one line per problem
+    files: dict[str, str | bytes] = field(default_factory=dict)  # written under {tmp} first
+    setup: Setup | None = None
+    sbatch_runs: bool = False  # sbatch is called (and fails): the case is about its failure
+
+
+# ---- setups ----
+
+
+def fifo(name: str) -> Setup:
+    def make(env: Env) -> None:
+        os.mkfifo(env.tmp / name)
+
+    return make
+
+
+def env_var(name: str, value: str) -> Setup:
+    def make(env: Env) -> None:
+        env.monkeypatch.setenv(name, value.replace("{tmp}", str(env.tmp)))
+
+    return make
+
+
+def job_record(job_id: str = "77", kind: record.JobKind = "ray") -> Setup:
+    """A submitted 2-node Slurm job with its log dir under {tmp}/logs (not started yet)."""
+
+    def make(env: Env) -> None:
+        (env.tmp / "logs").mkdir(exist_ok=True)
+        record.save(
+            record.JobRecord(
+                job_id=job_id,
+                backend="slurm",
+                job_name="j",
+                nodes=2,
+                submitted_at=1.0,
+                submit_dir=str(env.tmp),
+                log_dir=str(env.tmp / "logs" / f"{job_id}-logs"),
+                script_path=str(env.tmp / "job.sh"),
+                argv=["sbatch", str(env.tmp / "job.sh")],
+                spec={},
+                kind=kind,
+            ),
+            env.tmp / "state",
+        )
+
+    return make
+
+
+def corrupt_record(job_id: str, content: str) -> Setup:
+    def make(env: Env) -> None:
+        jobs = env.tmp / "state" / "jobs"
+        jobs.mkdir(parents=True)
+        (jobs / f"{job_id}.json").write_text(content)
+
+    return make
+
+
+def answer(name: str, stdout: str = "", stderr: str = "", code: int = 0) -> Setup:
+    def make(env: Env) -> None:
+        env.fake.answer(name, stdout, stderr, code)
+
+    return make
+
+
+def uninstall(name: str) -> Setup:
+    def make(env: Env) -> None:
+        env.fake.remove(name)
+
+    return make
+
+
+def both(*setups: Setup) -> Setup:
+    def make(env: Env) -> None:
+        for setup in setups:
+            setup(env)
+
+    return make
+
+
+def extra_args(yaml_list: str) -> dict[str, str | bytes]:
+    return {"extra.yaml": f"slurm:\n  extra_args: {yaml_list}\n"}
+
+
+EXTRA = [*SUBMIT, "-f", "{tmp}/extra.yaml", *CMD]
+GRPO = [*SUBMIT, "--config", "{tmp}/cfg.yaml", "grpo"]
+CFG = {"cfg.yaml": "policy:\n  model_name: m\n"}
+FAILED_SBATCH = (
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition "
+    "combination specified"
+)
+NO_CONTROLLER = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+
+CASES: list[Case] = [
+    # ---- files: profile, job file, NeMo RL config ----
+    Case(
+        "profile-invalid-yaml",
+        [*SUBMIT, "--profile", "{tmp}/p.yaml", *CMD],
+        BAD_INPUT,
+        ["profile {tmp}/p.yaml: invalid YAML at line 2, column 1: expected ',' or ']'"],
+        {"p.yaml": "slurm: {nodes: [1\n"},
+    ),
+    Case(
+        "job-invalid-yaml",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/j.yaml: invalid YAML at line 2, column 1: found character '\\t'"],
+        {"j.yaml": "slurm:\n\tnodes: 2\n"},
+    ),
+    Case(
+        "job-key-twice",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/j.yaml: invalid YAML at line 3, column 1: 'slurm' is given twice"],
+        {"j.yaml": "slurm:\n  nodes: 2\nslurm:\n  time: 10\n"},
+    ),
+    Case(
+        "job-not-a-mapping",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/j.yaml: must be a mapping of keys, got a list"],
+        {"j.yaml": "- slurm\n"},
+    ),
+    Case(
+        "job-missing",
+        [*SUBMIT, "-f", "{tmp}/nope.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/nope.yaml: no such file"],
+    ),
+    Case(
+        "profile-missing",
+        [*SUBMIT, "--profile", "{tmp}/nope.yaml", *CMD],
+        BAD_INPUT,
+        ["--profile {tmp}/nope.yaml: no such file"],
+    ),
+    Case(
+        "profile-env-missing",
+        [*SUBMIT, *CMD],
+        BAD_INPUT,
+        ["NRL_LAUNCH_PROFILE={tmp}/gone.yaml: no such file"],
+        setup=env_var("NRL_LAUNCH_PROFILE", "{tmp}/gone.yaml"),
+    ),
+    # Unreadable, even for root (for whom chmod 000 hides nothing): a directory, a FIFO (which
+    # used to block for ever), bytes that are not UTF-8.
+    Case(
+        "job-is-a-directory",
+        [*SUBMIT, "-f", "{tmp}", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}: is a directory, not a YAML file"],
+    ),
+    Case(
+        "profile-is-a-directory",
+        [*SUBMIT, "--profile", "{tmp}", *CMD],
+        BAD_INPUT,
+        ["profile {tmp}: is a directory, not a YAML file"],
+    ),
+    Case(
+        "job-is-a-fifo",
+        [*SUBMIT, "-f", "{tmp}/fifo.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/fifo.yaml: cannot be read (not a regular file but a FIFO)"],
+        setup=fifo("fifo.yaml"),
+    ),
+    Case(
+        "job-not-utf8",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/j.yaml: is not UTF-8 text (byte 0xff at offset 8)"],
+        {"j.yaml": b"slurm: {\xff}\n"},
+    ),
+    Case(
+        "config-missing",
+        [*SUBMIT, "--config", "{tmp}/nope.yaml", "grpo"],
+        BAD_INPUT,
+        ["--config {tmp}/nope.yaml: no such file"],
+    ),
+    Case(
+        "config-invalid-yaml",
+        GRPO,
+        BAD_INPUT,
+        ["--config {tmp}/cfg.yaml: invalid YAML"],
+        {"cfg.yaml": "policy: [1\n"},
+    ),
+    Case(
+        "config-is-a-fifo",
+        GRPO,
+        BAD_INPUT,
+        ["--config {tmp}/cfg.yaml: cannot be read (not a regular file but a FIFO)"],
+        setup=fifo("cfg.yaml"),
+    ),
+    Case(
+        "config-defaults-loop",
+        GRPO,
+        BAD_INPUT,
+        ["{tmp}/cfg.yaml (in the defaults of {tmp}/base.yaml): defaults form a loop"],
+        {"cfg.yaml": "defaults: base.yaml\n", "base.yaml": "defaults: cfg.yaml\n"},
+    ),
+    # ---- keys and types ----
+    Case(
+        "job-unknown-key",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["slurm.node: unknown key (from job file {tmp}/j.yaml); did you mean 'nodes'?"],
+        {"j.yaml": "slurm:\n  node: 2\n"},
+    ),
+    Case(
+        "profile-unknown-section",
+        [*SUBMIT, "--profile", "{tmp}/p.yaml", *CMD],
+        BAD_INPUT,
+        ["slrum: unknown key (from profile {tmp}/p.yaml); did you mean 'slurm'?"],
+        {"p.yaml": "slrum:\n  account: a\n"},
+    ),
+    Case(
+        "set-unknown-key",
+        [*SUBMIT, "--set", "ray.timeouts.join=60", *CMD],
+        BAD_INPUT,
+        ["ray.timeouts.join: unknown key (from --set ray.timeouts.join); did you mean 'join_s'?"],
+    ),
+    Case(
+        "job-wrong-type",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["slurm.nodes: input should be a valid integer"],
+        {"j.yaml": "slurm:\n  nodes: many\n"},
+    ),
+    Case(
+        "env-not-a-mapping",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["env: input should be a valid dictionary (from job file {tmp}/j.yaml)"],
+        {"j.yaml": "env: [A=1]\n"},
+    ),
+    Case(
+        "bool-not-a-bool",
+        [*SUBMIT, "--set", "slurm.exclusive=maybe", *CMD],
+        BAD_INPUT,
+        ["slurm.exclusive: input should be a valid boolean"],
+    ),
+    Case(
+        "flag-not-an-int",
+        [*SUBMIT, "--nodes", "many", *CMD],
+        BAD_INPUT,
+        ["Invalid value for '--nodes': Input should be a valid integer"],
+    ),
+    Case(
+        "nodes-zero",
+        [*SUBMIT, "--nodes", "0", *CMD],
+        BAD_INPUT,
+        ["slurm.nodes: input should be greater than or equal to 1 (got 0, from --nodes)"],
+    ),
+    Case(
+        "nodes-negative",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["slurm.nodes: input should be greater than or equal to 1 (got -2, from job file"],
+        {"j.yaml": "slurm:\n  nodes: -2\n"},
+    ),
+    Case(
+        "two-problems-two-lines",
+        [*SUBMIT, "--nodes", "0", "--gpus-per-node", "-1", *CMD],
+        BAD_INPUT,
+        ["slurm.nodes: input should be", "slurm.gpus_per_node: input should be"],
+    ),
+    # ---- Ray ports ----
+    Case(
+        "ports-collide",
+        [*SUBMIT, "--set", "ray.ports.dashboard=1200", *CMD],
+        BAD_INPUT,
+        ["gcs and dashboard are both 1200; every Ray port must differ"],
+    ),
+    Case(
+        "port-in-worker-range",
+        [*SUBMIT, "--set", "ray.ports.gcs=2500", *CMD],
+        BAD_INPUT,
+        ["gcs=2500 lies inside the worker port range 2000-2999"],
+    ),
+    Case(
+        "worker-range-too-narrow",
+        [*SUBMIT, "--set", "ray.ports.worker_max=2050", *CMD],
+        BAD_INPUT,
+        ["ray.ports.worker_min..worker_max: 2000-2050 holds 51 ports; need at least 128"],
+    ),
+    Case(
+        "port-out-of-range",
+        [*SUBMIT, "--set", "ray.ports.dashboard=70000", *CMD],
+        BAD_INPUT,
+        ["ray.ports.dashboard: input should be less than or equal to 65535"],
+    ),
+    # ---- time, mounts, env ----
+    Case(
+        "time-malformed",
+        [*SUBMIT, "--time", "an hour", *CMD],
+        BAD_INPUT,
+        [
+            "slurm.time: must be a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+            "D-HH:MM:SS"
+        ],
+    ),
+    Case(
+        "time-seconds-61",
+        [*SUBMIT, "--time", "1:00:61", *CMD],
+        BAD_INPUT,
+        ["slurm.time: minutes and seconds must be < 60"],
+    ),
+    Case(
+        "mount-relative",
+        [*SUBMIT, "--mount", "data:/data", *CMD],
+        BAD_INPUT,
+        ["container.mounts: source 'data' must be an absolute path"],
+    ),
+    Case(
+        "mount-malformed",
+        [*SUBMIT, "--mount", "/a:/b:ro:x", *CMD],
+        BAD_INPUT,
+        ["container.mounts: '/a:/b:ro:x' is not SRC:DST[:FLAGS]"],
+    ),
+    Case(
+        "mount-bad-flags",
+        [*SUBMIT, "--mount", "/a:/b:read-only", *CMD],
+        BAD_INPUT,
+        ["container.mounts: flags 'read-only' must be pyxis mount flags"],
+    ),
+    Case(
+        "env-invalid-name",
+        [*SUBMIT, "--env", "1BAD=x", *CMD],
+        BAD_INPUT,
+        ["env.1BAD: '1BAD' is not an environment variable name"],
+    ),
+    Case(
+        "env-reserved-slurm",
+        [*SUBMIT, "--env", "SLURM_JOB_ID=1", *CMD],
+        BAD_INPUT,
+        ["env.SLURM_JOB_ID: 'SLURM_JOB_ID' cannot be set: SLURM_JOB_ID is set by Slurm"],
+    ),
+    Case(
+        "env-reserved-script",
+        [*SUBMIT, "--set", "env.NRL_LOG_DIR=/x", *CMD],
+        BAD_INPUT,
+        ["env.NRL_LOG_DIR: 'NRL_LOG_DIR' cannot be set: the NRL_ prefix belongs to the job script"],
+    ),
+    Case(
+        "env-without-value",
+        [*SUBMIT, "--env", "NOVALUE", *CMD],
+        BAD_INPUT,
+        ["--env 'NOVALUE': expected NAME=VALUE"],
+    ),
+    # ---- recipes, overrides, chains, the command line ----
+    Case(
+        "recipe-unknown",
+        [*SUBMIT, "--config", "{tmp}/cfg.yaml", "grop"],
+        BAD_INPUT,
+        ["nemo_rl: recipe 'grop' is not known; accepted: grpo, sft, dpo"],
+        CFG,
+    ),
+    Case(
+        "recipe-without-config",
+        [*SUBMIT, "grpo"],
+        BAD_INPUT,
+        ["RECIPE grpo: give the NeMo RL config with --config FILE"],
+    ),
+    Case(
+        "override-without-value",
+        [*GRPO, "policy.model_name"],
+        BAD_INPUT,
+        ["override 'policy.model_name': no value; write policy.model_name=VALUE"],
+        CFG,
+    ),
+    Case(
+        "override-unknown-key",
+        [*GRPO, "policy.modle_name=x"],
+        BAD_INPUT,
+        ["override 'policy.modle_name=x': "],
+        CFG,
+    ),
+    Case("chain-zero", [*SUBMIT, "--chain", "0", *CMD], BAD_INPUT, ["--chain 0: expected"]),
+    Case(
+        "chain-local",
+        ["submit", "--backend", "local", "--chain", "2", *CMD],
+        BAD_INPUT,
+        ["--chain: the local backend has no scheduler to chain jobs on"],
+    ),
+    Case(
+        "set-without-value",
+        [*SUBMIT, "--set", "slurm.nodes", *CMD],
+        BAD_INPUT,
+        ["--set 'slurm.nodes': expected KEY.PATH=VALUE"],
+    ),
+    Case(
+        "unknown-flag",
+        [*SUBMIT, "--nodez", "2", *CMD],
+        BAD_INPUT,
+        ["No such option: --nodez (Possible options: --nodes)"],
+    ),
+    Case(
+        "interactive-and-driver",
+        [*SUBMIT, "--interactive", *CMD],
+        BAD_INPUT,
+        ["--interactive and a driver command after -- cannot be combined"],
+    ),
+    Case(
+        "no-driver",
+        SUBMIT,
+        BAD_INPUT,
+        ["driver.command is not set: give the driver after `--`"],
+    ),
+    Case(
+        "log-dir-under-a-file",
+        [*SUBMIT, "--log-dir", "{tmp}/taken/logs", *CMD],
+        BAD_INPUT,
+        ["cannot create {tmp}/taken/logs: Not a directory"],
+        {"taken": "a file\n"},
+    ),
+    Case(
+        "render-output-dir-missing",
+        ["render", "--interactive", "-o", "{tmp}/no/job.sbatch"],
+        BAD_INPUT,
+        ["{tmp}/no/job.sbatch: directory {tmp}/no does not exist"],
+    ),
+    # ---- slurm.extra_args: what nrl-launch owns, in sbatch's spellings ----
+    Case(
+        "extra-nodes",
+        EXTRA,
+        BAD_INPUT,
+        [
+            "slurm.extra_args: '--nodes=4' is sbatch's --nodes, which nrl-launch owns: "
+            "use slurm.nodes / --nodes (from job file {tmp}/extra.yaml)"
+        ],
+        extra_args("[--nodes=4]"),
+    ),
+    Case(
+        "extra-nodes-bundled",
+        EXTRA,
+        BAD_INPUT,
+        ["slurm.extra_args: '-vN4' is sbatch's --nodes, which nrl-launch owns"],
+        extra_args("[-vN4]"),
+    ),
+    Case(
+        "extra-nodes-ambiguous-prefix",
+        EXTRA,
+        BAD_INPUT,
+        ["slurm.extra_args: '--nod=4' abbreviates several sbatch options"],
+        extra_args("[--nod=4]"),
+    ),
+    Case(
+        "extra-job-name-prefix",
+        EXTRA,
+        BAD_INPUT,
+        ["'--job x' is sbatch's --job-name, which nrl-launch owns: use slurm.job_name"],
+        extra_args("[--job, x]"),
+    ),
+    Case(
+        "extra-export",
+        EXTRA,
+        BAD_INPUT,
+        ["'--export=NONE' is sbatch's --export, which nrl-launch owns: secrets travel"],
+        extra_args("[--export=NONE]"),
+    ),
+    Case(
+        "extra-chdir",
+        EXTRA,
+        BAD_INPUT,
+        ["'-D /tmp' is sbatch's --chdir, which nrl-launch owns"],
+        extra_args("[-D, /tmp]"),
+    ),
+    Case(
+        "extra-gpus",
+        EXTRA,
+        BAD_INPUT,
+        ["'--gres=gpu:4' is sbatch's --gres, which nrl-launch owns: use slurm.gpus_per_node"],
+        extra_args("['--gres=gpu:4']"),
+    ),
+    Case(
+        "extra-signal-and-output",
+        EXTRA,
+        BAD_INPUT,
+        ["'--signal=B:USR1@60' is sbatch's --signal", "'-o /tmp/out' is sbatch's --output"],
+        extra_args("['--signal=B:USR1@60', --constraint=h100, -o, /tmp/out]"),
+    ),
+    Case(
+        "extra-bare-word",
+        EXTRA,
+        BAD_INPUT,
+        ["'evil.sh' is not an option: sbatch would run it as the job script"],
+        extra_args("[--exclusive, evil.sh]"),
+    ),
+    Case(
+        "extra-newline",
+        EXTRA,
+        BAD_INPUT,
+        ["slurm.extra_args: must be a single line"],
+        extra_args('["--comment=a\\nb"]'),
+    ),
+    Case(
+        "extra-nul",
+        EXTRA,
+        BAD_INPUT,
+        ["slurm.extra_args: must not contain a NUL byte"],
+        extra_args('["--comment=a\\0b"]'),
+    ),
+    # ---- Slurm failing ----
+    Case(
+        "sbatch-fails",
+        [*SUBMIT, "--log-dir", "{tmp}/new/logs", *CMD],
+        SCHEDULER,
+        [f"sbatch failed (exit 1): {FAILED_SBATCH}"],
+        setup=answer("sbatch", stderr=FAILED_SBATCH + "\n", code=1),
+        sbatch_runs=True,
+    ),
+    Case(
+        "sbatch-prints-no-id",
+        [*SUBMIT, *CMD],
+        SCHEDULER,
+        ["sbatch printed no job id (stdout: 'Submitted batch job')"],
+        setup=answer("sbatch", stdout="Submitted batch job\n"),
+        sbatch_runs=True,
+    ),
+    Case(
+        "sbatch-missing",
+        [*SUBMIT, *CMD],
+        SCHEDULER,
+        ["sbatch: command not found (is Slurm installed on this machine?)"],
+        setup=uninstall("sbatch"),
+    ),
+    Case(
+        "squeue-fails",
+        ["status", "77"],
+        SCHEDULER,
+        [f"squeue failed (exit 1): {NO_CONTROLLER}"],
+        setup=both(job_record(), answer("squeue", stderr=NO_CONTROLLER, code=1)),
+    ),
+    Case(
+        "squeue-missing",
+        ["status", "77"],
+        SCHEDULER,
+        ["squeue: command not found"],
+        setup=both(job_record(), uninstall("squeue")),
+    ),
+    # ---- job ids and records ----
+    Case("status-unknown-job", ["status", "99"], NOT_FOUND, ["no job '99' was submitted"]),
+    Case("logs-unknown-job", ["logs", "99"], NOT_FOUND, ["no job '99' was submitted"]),
+    Case("cancel-unknown-job", ["cancel", "99"], NOT_FOUND, ["no job '99' was submitted"]),
+    Case("status-malformed-id", ["status", "12;rm"], BAD_INPUT, ["JOBID '12;rm': expected"]),
+    Case(
+        "status-corrupt-record",
+        ["status", "66"],
+        NOT_FOUND,
+        ["job record {tmp}/state/jobs/66.json is unreadable: not a JSON job record"],
+        setup=corrupt_record("66", "{half"),
+    ),
+    Case(
+        "logs-not-started",
+        ["logs", "77"],
+        NOT_FOUND,
+        ["{tmp}/logs/77-logs/ray-driver.log does not exist yet: has job 77 started?"],
+        setup=job_record(),
+    ),
+    Case(
+        "logs-node-out-of-range",
+        ["logs", "77", "--node", "5"],
+        BAD_INPUT,
+        ["--node '5': expected driver, head, or a node index 0..1"],
+        setup=job_record(),
+    ),
+    Case(
+        "attach-plain-job",
+        ["attach", "77"],
+        BAD_INPUT,
+        ["job 77 runs a plain command (nrl-launch run or pull), without Ray"],
+        setup=job_record(kind="plain"),
+    ),
+    Case(
+        "status-watch-json",
+        ["status", "77", "--watch", "--json"],
+        BAD_INPUT,
+        ["--watch and --json cannot be combined"],
+        setup=job_record(),
+    ),
+]
+
+
+def snapshot(root: Path) -> set[str]:
+    """Every file and directory under `root`, but the fakes' own and the state dir's (empty)
+    subdirectories, which may stay."""
+    state = root / "state"
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if not p.is_relative_to(root / "fake-bin")
+        and p.name != "fake-slurm-calls"
+        and not (p.is_dir() and p.is_relative_to(state))
+    }
+
+
+def test_the_catalogue_is_large_and_each_case_is_named_once() -> None:
+    assert len(CASES) >= 40
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = install(tmp_path, monkeypatch)
+    fake.answer("sbatch", stdout="4242\n")  # were anything submitted, it would be queued
+    for name, content in case.files.items():
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    if case.setup is not None:
+        case.setup(Env(tmp_path, fake, monkeypatch))
+    before = snapshot(tmp_path)
+    records = sorted((tmp_path / "state").rglob("*.json"))  # only those a setup wrote
+    result = cli(*[a.replace("{tmp}", str(tmp_path)) for a in case.args])
+
+    assert result.code == case.code, result.err
+    assert "Traceback" not in result.err
+    # Every line is nrl-launch's own; a warning may come first (an optional secret not set).
+    assert all(line.startswith("nrl-launch: ") for line in result.err.splitlines()), result.err
+    errors = [line for line in result.err.splitlines() if line.startswith("nrl-launch: error: ")]
+    assert len(errors) == len(case.says), result.err
+    for line, says in zip(errors, case.says, strict=True):
+        assert says.replace("{tmp}", str(tmp_path)) in line, result.err
+    assert result.out == ""
+    assert len(fake.calls("sbatch")) == (1 if case.sbatch_runs else 0)
+    assert sorted((tmp_path / "state").rglob("*.json")) == records
+    assert not list((tmp_path / "state").glob("scripts/*"))
+    assert snapshot(tmp_path) == before
+
+
+# ---- a log dir deleted under a running `logs -f` ----
+
+
+def test_logs_f_ends_in_one_line_when_the_log_dir_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job is running (squeue says so) and its driver log grows; `logs -f` follows it. The
+    log dir is deleted under it: one line, exit 4, instead of following nothing for ever."""
+    fake = install(tmp_path, monkeypatch)
+    fake.answer("squeue", "77|RUNNING|None|2|node[0-1]\n")
+    job_record()(Env(tmp_path, fake, monkeypatch))
+    log_dir = tmp_path / "logs" / "77-logs"
+    log_dir.mkdir()
+    (log_dir / "ray-driver.log").write_text("step 1\n")
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "nrl_launch", "logs", "-f", "77"],
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follow.stdout is not None
+        assert follow.stdout.readline() == "step 1\n"  # it follows the job now
+        time.sleep(1)
+        shutil.rmtree(log_dir)
+        out, err = follow.communicate(timeout=30)
+    finally:
+        follow.kill()
+    assert follow.returncode == ExitCode.NOT_FOUND
+    assert out == ""
+    assert err == f"nrl-launch: error: the log dir {log_dir} was removed while following it\n"
