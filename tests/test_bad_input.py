@@ -629,6 +629,31 @@ CASES: list[Case] = [
         ["--watch and --json cannot be combined"],
         setup=job_record(),
     ),
+    Case(
+        "secret-missing",
+        [*SUBMIT, "--secret", "MY_API_KEY", *CMD],
+        BAD_INPUT,
+        ["secrets.MY_API_KEY: MY_API_KEY is not set in this shell and the job requires it"],
+    ),
+    Case(
+        "secret-empty",
+        [*SUBMIT, "--secret", "MY_API_KEY", *CMD],
+        BAD_INPUT,
+        ["secrets.MY_API_KEY: MY_API_KEY is not set in this shell and the job requires it"],
+        setup=env_var("MY_API_KEY", ""),
+    ),
+    Case(
+        "secret-bad-need",
+        [*SUBMIT, "--set", "secrets.HF_TOKEN=maybe", *CMD],
+        BAD_INPUT,
+        ["secrets.HF_TOKEN: input should be 'required', 'optional' or 'off'"],
+    ),
+    Case(
+        "ray-auth-bad-value",
+        [*SUBMIT, "--set", "ray.auth=password", *CMD],
+        BAD_INPUT,
+        ["ray.auth: input should be 'token' or 'off'"],
+    ),
 ]
 
 
