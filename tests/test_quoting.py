@@ -88,6 +88,29 @@ def test_quote_round_trips_each_hostile_value() -> None:
     assert out.decode().split("\0")[:-1] == HOSTILE
 
 
+# Names the spec refuses because bash keeps them for itself (found by test_fuzz): what a job
+# that set them would get. Each script fails where the value would be lost or break the job.
+BASH_OWN = {
+    # job_env sets it; the script's next call of a function from a function aborts it.
+    "FUNCNEST": "job_env() { export FUNCNEST=1; }; f() { g; }; g() { :; }; job_env; f",
+    # job_env sets them; the command the job runs does not get them.
+    "PIPESTATUS": "job_env() { export PIPESTATUS=1; }; job_env; (exec env) | grep -qx PIPESTATUS=1",
+    "DIRSTACK": "job_env() { export DIRSTACK=1; }; job_env; (exec env) | grep -qx DIRSTACK=1",
+    # As a secret (in the environment bash starts with), bash counts it up.
+    "SHLVL": "[[ $SHLVL == 1 ]]",
+}
+
+
+@pytest.mark.parametrize("name", BASH_OWN)
+def test_bash_keeps_these_names_for_itself(name: str) -> None:
+    assert reserved_env_name(name) is not None
+    # As the job script starts (once `set` has run, PIPESTATUS is bash's array).
+    code = "set -euo pipefail\n" + BASH_OWN[name]
+    env = {"PATH": "/usr/bin:/bin", "SHLVL": "1"}
+    result = subprocess.run(["bash", "-c", code], capture_output=True, env=env)
+    assert result.returncode != 0
+
+
 def test_quoted_values_never_put_a_raw_newline_in_the_script() -> None:
     request = slurm.plan(spec(driver={"command": ["python", "a\nEOF\nb"]}, env={"X": "1\n2"}))
     lines = request.script.splitlines()

@@ -115,12 +115,25 @@ _BASH_NAMES = frozenset(
         "PWD",
         "OLDPWD",
         "HOSTNAME",
+        # bash changes SHLVL in every shell it starts, and keeps PIPESTATUS and DIRSTACK
+        # (which it also refuses to export) up to date itself.
+        "SHLVL",
+        "PIPESTATUS",
+        "DIRSTACK",
+        # Arrays of bash's own (mapfile's, coproc's and completion's): shellcheck flags a
+        # string assigned to one.
+        "MAPFILE",
+        "COPROC",
+        "COMP_WORDS",
+        "COMPREPLY",
     ]
 )
 
 
 def reserved_env_name(name: str) -> str | None:
     """Why `name` cannot be set in a job's environment, or None if it can."""
+    if name == "FUNCNEST":
+        return "FUNCNEST limits how deep the job script's functions may nest"
     if name in _BASH_NAMES or name.startswith("BASH"):
         return f"{name} is set by bash itself"
     if name.startswith(("SLURM_", "SLURMD_")):
