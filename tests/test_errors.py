@@ -117,6 +117,18 @@ CASES: list[tuple[str, list[str], str]] = [
     ("secret-pipestatus", ["--secret", "PIPESTATUS", *CMD], "'PIPESTATUS' cannot be set"),
     ("env-mapfile", ["--env", "MAPFILE=x", *CMD], "'MAPFILE' cannot be set"),
     ("env-coproc", ["--env", "COPROC=x", *CMD], "'COPROC' cannot be set"),
+    # The caches' variables are exported after the env's: the env's would be lost.
+    (
+        "env-set-by-caches",
+        ["--env", "HF_HOME=/mine", "--set", "caches.dir=/c", *CMD],
+        "env.HF_HOME: the caches set HF_HOME (to '/c/huggingface'); say where that cache goes "
+        "under caches (hf_home, uv, megatron, enroot) instead",
+    ),
+    (
+        "secret-set-by-caches",
+        ["--secret", "UV_CACHE_DIR", "--set", "caches.uv=/u", *CMD],
+        "secrets.UV_CACHE_DIR: the caches set UV_CACHE_DIR (to '/u')",
+    ),
     (
         "runtime-unknown",
         ["--container-runtime", "docker", *CMD],

@@ -533,4 +533,13 @@ class LaunchSpec(_Spec):
             raise ValueError(
                 f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
             )
+        # The job exports the caches' variables after the env's: one of the env's (or a
+        # secret's) under the same name would be lost without a word.
+        caches = self.caches.env()
+        for name in sorted(set(caches) & {*self.env, *self.secrets}):
+            key = "env" if name in self.env else "secrets"
+            raise ValueError(
+                f"{key}.{name}: the caches set {name} (to {caches[name]!r}); say where that "
+                "cache goes under caches (hf_home, uv, megatron, enroot) instead"
+            )
         return self
