@@ -111,6 +111,19 @@ def test_bash_keeps_these_names_for_itself(name: str) -> None:
     assert result.returncode != 0
 
 
+def test_the_job_s_own_ray_enable_uv_run_runtime_env_wins() -> None:
+    """The script turns Ray's uv runtime env off unless the job turns it on (found by test_fuzz:
+    the job's env value and a secret of that name were overwritten)."""
+    name = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+    probe = f'job_env; printf "%s\\0" "${name}"'
+    assert bash_values(slurm.plan(spec()).script, probe) == ["0"]
+    assert bash_values(slurm.plan(spec(env={name: "1"})).script, probe) == ["1"]
+    # A secret comes from the environment the job starts in.
+    assert bash_values(slurm.plan(spec(secrets=[name])).script, f"export {name}=2; {probe}") == [
+        "2"
+    ]
+
+
 def test_quoted_values_never_put_a_raw_newline_in_the_script() -> None:
     request = slurm.plan(spec(driver={"command": ["python", "a\nEOF\nb"]}, env={"X": "1\n2"}))
     lines = request.script.splitlines()
