@@ -4,6 +4,7 @@ in a real bash and compares what arrives with what was given (submitit's weird-p
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from nrl_launch.backends import slurm
 from nrl_launch.shell import quote
 from nrl_launch.spec import LaunchSpec, reserved_env_name
-from tests.conftest import Cli
+from tests.conftest import Cli, shellcheck
 
 HOSTILE = [
     "two words",
@@ -82,10 +83,53 @@ def spec(**values: object) -> LaunchSpec:
     return LaunchSpec.model_validate(base)
 
 
-def test_quote_round_trips_each_hostile_value() -> None:
-    script = "set -eu\n" + "".join(f"printf '%s\\0' {quote(v)}\n" for v in HOSTILE)
-    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
-    assert out.decode().split("\0")[:-1] == HOSTILE
+# Words that need no quotes but that shellcheck misreads in a script (found by test_fuzz):
+# `$`, backquotes and a backslash in '...' (SC2016, SC1003), and array elements that look like
+# a comma-separated list or an `[index]=value` (SC2054, SC2191).
+MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x"]
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["command-line", "script"])
+def test_quote_round_trips_each_hostile_value(script: bool) -> None:
+    values = HOSTILE + MISREAD
+    code = "set -eu\n" + "".join(f"printf '%s\\0' {quote(v, script=script)}\n" for v in values)
+    out = subprocess.run(["bash", "-c", code], capture_output=True, check=True).stdout
+    assert out.decode().split("\0")[:-1] == values
+
+
+@pytest.mark.parametrize(
+    ("value", "word"),
+    [
+        ("$HOME", "$'$HOME'"),
+        ("`id`", "$'`id`'"),
+        ("a\\", "$'a\\\\'"),
+        ("a,b", "'a,b'"),
+        ("=x", "'=x'"),
+        ("1=x", "'1=x'"),
+        ("a+=x", "'a+=x'"),
+        ("a=b", "a=b"),  # as NeMo RL's overrides are: left bare
+        ("++a.b=1", "++a.b=1"),
+    ],
+)
+def test_script_words(value: str, word: str) -> None:
+    assert quote(value, script=True) == word
+    # A command line for a user keeps the plainer form.
+    assert quote(value) in (word, shlex.quote(value))
+
+
+def test_script_words_are_shellcheck_clean(tmp_path: Path) -> None:
+    words = [quote(v, script=True) for v in HOSTILE + MISREAD]
+    path = tmp_path / "words.sh"
+    path.write_text(
+        "#!/usr/bin/env bash\n"
+        + "".join(f"A{i}={w}\nexport E{i}={w}\n" for i, w in enumerate(words))
+        + f"ARGV=({' '.join(words)})\n"
+        + 'printf "%s\\n" "${ARGV[@]}" '
+        + " ".join(f'"$A{i}"' for i in range(len(words)))
+        + "\n"
+    )
+    result = shellcheck(path)
+    assert result.returncode == 0, result.stdout
 
 
 # Names the spec refuses because bash keeps them for itself (found by test_fuzz): what a job
