@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nrl_launch.backends import slurm
+from nrl_launch.backends import plain, slurm
 from nrl_launch.shell import quote
 from nrl_launch.spec import LaunchSpec, reserved_env_name
 from tests.conftest import Cli, shellcheck
@@ -130,6 +130,22 @@ def test_script_words_are_shellcheck_clean(tmp_path: Path) -> None:
     )
     result = shellcheck(path)
     assert result.returncode == 0, result.stdout
+
+
+def test_hostile_job_is_shellcheck_clean(tmp_path: Path) -> None:
+    """Values in the places shellcheck read them wrongly (found by test_fuzz): a log dir with
+    quotes in it flows into an exported variable (SC2089/SC2090), a prompt names variables it
+    expands when shown (SC2154)."""
+    job = spec(
+        logs={"base_dir": "/l/'it' \"is\" a dir"},
+        env={"PS1": "${x}$(y) ", "PS4": "+ $LINENO", "PROMPT_COMMAND": "echo $z"},
+        driver={"command": ["python", *HOSTILE, *MISREAD]},
+    )
+    for name, script in [("slurm", slurm.plan(job).script), ("plain", plain.plan(job).script)]:
+        path = tmp_path / f"{name}.sbatch"
+        path.write_text(script)
+        result = shellcheck(path)
+        assert result.returncode == 0, result.stdout
 
 
 # Names the spec refuses because bash keeps them for itself (found by test_fuzz): what a job
