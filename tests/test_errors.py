@@ -105,6 +105,30 @@ CASES: list[tuple[str, list[str], str]] = [
         ["--secret", "HF_TOKEN", "--env", "HF_TOKEN=abc", *CMD],
         "env.HF_TOKEN: HF_TOKEN is listed in secrets",
     ),
+    # Names bash keeps for itself, which the fuzzer found a job could not pass on.
+    (
+        "env-funcnest",
+        ["--env", "FUNCNEST=1", *CMD],
+        "env.FUNCNEST: 'FUNCNEST' cannot be set: FUNCNEST limits how deep the job script's "
+        "functions may nest",
+    ),
+    ("env-shlvl", ["--env", "SHLVL=2", *CMD], "'SHLVL' cannot be set: SHLVL is set by bash"),
+    ("env-dirstack", ["--env", "DIRSTACK=/x", *CMD], "'DIRSTACK' cannot be set"),
+    ("secret-pipestatus", ["--secret", "PIPESTATUS", *CMD], "'PIPESTATUS' cannot be set"),
+    ("env-mapfile", ["--env", "MAPFILE=x", *CMD], "'MAPFILE' cannot be set"),
+    ("env-coproc", ["--env", "COPROC=x", *CMD], "'COPROC' cannot be set"),
+    # The caches' variables are exported after the env's: the env's would be lost.
+    (
+        "env-set-by-caches",
+        ["--env", "HF_HOME=/mine", "--set", "caches.dir=/c", *CMD],
+        "env.HF_HOME: the caches set HF_HOME (to '/c/huggingface'); say where that cache goes "
+        "under caches (hf_home, uv, megatron, enroot) instead",
+    ),
+    (
+        "secret-set-by-caches",
+        ["--secret", "UV_CACHE_DIR", "--set", "caches.uv=/u", *CMD],
+        "secrets.UV_CACHE_DIR: the caches set UV_CACHE_DIR (to '/u')",
+    ),
     (
         "runtime-unknown",
         ["--container-runtime", "docker", *CMD],

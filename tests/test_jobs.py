@@ -172,6 +172,14 @@ def test_parse_scontrol_job_finished_jobs() -> None:
     assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified\n") == {}
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"], ids=repr)
+def test_a_job_name_with_a_unicode_line_separator_is_one_line(separator: str) -> None:
+    """The spec takes these in a job name, and `scontrol show job -o` prints them raw:
+    str.splitlines() split the job's line there and lost its state."""
+    line = f"JobId=5 JobName=a{separator}b UserId=me(1) JobState=COMPLETED ExitCode=0:0\n"
+    assert parse_scontrol_job(line)["5"].state == "COMPLETED"
+
+
 def test_a_local_job_mid_exec_still_counts_as_running(monkeypatch: pytest.MonkeyPatch) -> None:
     """/proc/PID/cmdline reads empty while the job's process execs (bash -c, setsid, bash):
     seen on every start, it once made `submit --wait` report a just-started job as ended."""

@@ -4,6 +4,7 @@ in a real bash and compares what arrives with what was given (submitit's weird-p
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -11,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nrl_launch.backends import slurm
+from nrl_launch.backends import plain, slurm
 from nrl_launch.shell import quote
 from nrl_launch.spec import LaunchSpec, reserved_env_name
-from tests.conftest import Cli
+from tests.conftest import Cli, shellcheck
 
 HOSTILE = [
     "two words",
@@ -82,10 +83,105 @@ def spec(**values: object) -> LaunchSpec:
     return LaunchSpec.model_validate(base)
 
 
-def test_quote_round_trips_each_hostile_value() -> None:
-    script = "set -eu\n" + "".join(f"printf '%s\\0' {quote(v)}\n" for v in HOSTILE)
-    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
-    assert out.decode().split("\0")[:-1] == HOSTILE
+# Words that need no quotes but that shellcheck misreads in a script (found by test_fuzz):
+# `$`, backquotes and a backslash in '...' (SC2016, SC1003), and array elements that look like
+# a comma-separated list or an `[index]=value` (SC2054, SC2191).
+MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x"]
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["command-line", "script"])
+def test_quote_round_trips_each_hostile_value(script: bool) -> None:
+    values = HOSTILE + MISREAD
+    code = "set -eu\n" + "".join(f"printf '%s\\0' {quote(v, script=script)}\n" for v in values)
+    out = subprocess.run(["bash", "-c", code], capture_output=True, check=True).stdout
+    assert out.decode().split("\0")[:-1] == values
+
+
+@pytest.mark.parametrize(
+    ("value", "word"),
+    [
+        ("$HOME", "$'$HOME'"),
+        ("`id`", "$'`id`'"),
+        ("a\\", "$'a\\\\'"),
+        ("a,b", "'a,b'"),
+        ("=x", "'=x'"),
+        ("1=x", "'1=x'"),
+        ("a+=x", "'a+=x'"),
+        ("a=b", "a=b"),  # as NeMo RL's overrides are: left bare
+        ("++a.b=1", "++a.b=1"),
+    ],
+)
+def test_script_words(value: str, word: str) -> None:
+    assert quote(value, script=True) == word
+    # A command line for a user keeps the plainer form.
+    assert quote(value) in (word, shlex.quote(value))
+
+
+def test_script_words_are_shellcheck_clean(tmp_path: Path) -> None:
+    words = [quote(v, script=True) for v in HOSTILE + MISREAD]
+    path = tmp_path / "words.sh"
+    path.write_text(
+        "#!/usr/bin/env bash\n"
+        + "".join(f"A{i}={w}\nexport E{i}={w}\n" for i, w in enumerate(words))
+        + f"ARGV=({' '.join(words)})\n"
+        + 'printf "%s\\n" "${ARGV[@]}" '
+        + " ".join(f'"$A{i}"' for i in range(len(words)))
+        + "\n"
+    )
+    result = shellcheck(path)
+    assert result.returncode == 0, result.stdout
+
+
+def test_hostile_job_is_shellcheck_clean(tmp_path: Path) -> None:
+    """Values in the places shellcheck read them wrongly (found by test_fuzz): a log dir with
+    quotes in it flows into an exported variable (SC2089/SC2090), a prompt names variables it
+    expands when shown (SC2154)."""
+    job = spec(
+        logs={"base_dir": "/l/'it' \"is\" a dir"},
+        env={"PS1": "${x}$(y) ", "PS4": "+ $LINENO", "PROMPT_COMMAND": "echo $z"},
+        driver={"command": ["python", *HOSTILE, *MISREAD]},
+    )
+    for name, script in [("slurm", slurm.plan(job).script), ("plain", plain.plan(job).script)]:
+        path = tmp_path / f"{name}.sbatch"
+        path.write_text(script)
+        result = shellcheck(path)
+        assert result.returncode == 0, result.stdout
+
+
+# Names the spec refuses because bash keeps them for itself (found by test_fuzz): what a job
+# that set them would get. Each script fails where the value would be lost or break the job.
+BASH_OWN = {
+    # job_env sets it; the script's next call of a function from a function aborts it.
+    "FUNCNEST": "job_env() { export FUNCNEST=1; }; f() { g; }; g() { :; }; job_env; f",
+    # job_env sets them; the command the job runs does not get them.
+    "PIPESTATUS": "job_env() { export PIPESTATUS=1; }; job_env; (exec env) | grep -qx PIPESTATUS=1",
+    "DIRSTACK": "job_env() { export DIRSTACK=1; }; job_env; (exec env) | grep -qx DIRSTACK=1",
+    # As a secret (in the environment bash starts with), bash counts it up.
+    "SHLVL": "[[ $SHLVL == 1 ]]",
+}
+
+
+@pytest.mark.parametrize("name", BASH_OWN)
+def test_bash_keeps_these_names_for_itself(name: str) -> None:
+    assert reserved_env_name(name) is not None
+    # As the job script starts (once `set` has run, PIPESTATUS is bash's array).
+    code = "set -euo pipefail\n" + BASH_OWN[name]
+    env = {"PATH": "/usr/bin:/bin", "SHLVL": "1"}
+    result = subprocess.run(["bash", "-c", code], capture_output=True, env=env)
+    assert result.returncode != 0
+
+
+def test_the_job_s_own_ray_enable_uv_run_runtime_env_wins() -> None:
+    """The script turns Ray's uv runtime env off unless the job turns it on (found by test_fuzz:
+    the job's env value and a secret of that name were overwritten)."""
+    name = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+    probe = f'job_env; printf "%s\\0" "${name}"'
+    assert bash_values(slurm.plan(spec()).script, probe) == ["0"]
+    assert bash_values(slurm.plan(spec(env={name: "1"})).script, probe) == ["1"]
+    # A secret comes from the environment the job starts in.
+    assert bash_values(slurm.plan(spec(secrets=[name])).script, f"export {name}=2; {probe}") == [
+        "2"
+    ]
 
 
 def test_quoted_values_never_put_a_raw_newline_in_the_script() -> None:

@@ -17,6 +17,15 @@ __all__ = ["ShellWord", "join", "quote"]
 # value end a heredoc or a comment line early. Such values use bash's $'...' form instead.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+# In '...' every character is literal, but shellcheck takes a `$` or a backquote for an
+# expansion that was meant to happen (SC2016) and a backslash before the closing quote for an
+# attempt to escape it (SC1003). In $'...' they are plainly literal (the backslash escaped).
+_MISREAD = re.compile(r"[$`\\]")
+# Words that need no quotes, but that shellcheck misreads as array elements: a `,` as a
+# mistaken separator (SC2054), and digits and `=` at the start, or after a `+` or `@` (where an
+# extglob such as `+(...)` could start), as a mistaken `[index]=value` (SC2191): `a,b`, `=x`,
+# `1=x`, `a+=x`. Such words are quoted in a script.
+_ARRAY_MISREAD = re.compile(r",|(?:^|[+@])[0-9]*=")
 
 
 class ShellWord(str):
@@ -25,8 +34,13 @@ class ShellWord(str):
     __slots__ = ()
 
 
-def quote(value: str | int | ShellWord) -> ShellWord:
+def quote(value: str | int | ShellWord, *, script: bool = False) -> ShellWord:
     """Quote `value` so that bash reads it back byte for byte as one word.
+
+    With `script`, the word is for a script that shellcheck reads (the templates' `q` filter), and
+    quoted so that shellcheck finds nothing to say about it: a value with `$`, a backquote or a
+    backslash is written $'...' instead of '...', and `a,b` or `=x` is quoted although bash
+    would not need it. A command line printed for a user to paste keeps the plainer '...'.
 
     Raises:
         ValueError: the value holds a NUL byte, which no shell word or argv entry can carry.
@@ -39,12 +53,16 @@ def quote(value: str | int | ShellWord) -> ShellWord:
     text = str(value)
     if "\x00" in text:
         raise ValueError("a NUL byte cannot be passed to a shell")
-    if not _CONTROL.search(text):
-        return ShellWord(shlex.quote(text))
-    escaped = "".join(
-        _NAMED_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if _CONTROL.match(ch) else ch) for ch in text
-    )
-    return ShellWord(f"$'{escaped}'")
+    if _CONTROL.search(text) or (script and _MISREAD.search(text)):
+        escaped = "".join(
+            _NAMED_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if _CONTROL.match(ch) else ch)
+            for ch in text
+        )
+        return ShellWord(f"$'{escaped}'")
+    word = shlex.quote(text)
+    if script and word == text and _ARRAY_MISREAD.search(text):
+        word = f"'{text}'"
+    return ShellWord(word)
 
 
 def join(words: Iterable[str | int]) -> ShellWord:

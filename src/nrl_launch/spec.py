@@ -119,12 +119,25 @@ _BASH_NAMES = frozenset(
         "PWD",
         "OLDPWD",
         "HOSTNAME",
+        # bash changes SHLVL in every shell it starts, and keeps PIPESTATUS and DIRSTACK
+        # (which it also refuses to export) up to date itself.
+        "SHLVL",
+        "PIPESTATUS",
+        "DIRSTACK",
+        # Arrays of bash's own (mapfile's, coproc's and completion's): shellcheck flags a
+        # string assigned to one.
+        "MAPFILE",
+        "COPROC",
+        "COMP_WORDS",
+        "COMPREPLY",
     ]
 )
 
 
 def reserved_env_name(name: str) -> str | None:
     """Why `name` cannot be set in a job's environment, or None if it can."""
+    if name == "FUNCNEST":
+        return "FUNCNEST limits how deep the job script's functions may nest"
     if name in _BASH_NAMES or name.startswith("BASH"):
         return f"{name} is set by bash itself"
     if name.startswith(("SLURM_", "SLURMD_")):
@@ -571,5 +584,14 @@ class LaunchSpec(_Spec):
         for name in sorted(set(self.env) & set(self.required_secrets + self.optional_secrets)):
             raise ValueError(
                 f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
+            )
+        # The job exports the caches' variables after the env's: one of the env's (or a
+        # secret's) under the same name would be lost without a word.
+        caches = self.caches.env()
+        for name in sorted(set(caches) & {*self.env, *self.secrets}):
+            key = "env" if name in self.env else "secrets"
+            raise ValueError(
+                f"{key}.{name}: the caches set {name} (to {caches[name]!r}); say where that "
+                "cache goes under caches (hf_home, uv, megatron, enroot) instead"
             )
         return self

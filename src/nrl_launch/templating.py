@@ -2,7 +2,9 @@
 
 `StrictUndefined` turns a misspelled variable into an error instead of an empty string, and
 `finalize` refuses to print any string that did not pass through the `q` (shell-quote) filter, so
-no user value can reach a script unquoted. Numbers print as they are.
+no user value can reach a script unquoted. Numbers print as they are. The filter quotes for a
+script (`quote(..., script=True)`): a value with `$`, a backquote or a backslash is written
+$'...', which shellcheck reads as literal.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _only_quoted(value: Any) -> Any:
 def _quote_filter(value: Any) -> ShellWord:
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises UndefinedError, naming the missing variable
-    return quote(value)
+    return quote(value, script=True)
 
 
 def _join_filter(values: Any) -> ShellWord:

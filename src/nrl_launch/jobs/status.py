@@ -146,10 +146,16 @@ def _base_state(word: str) -> str:
     return word.split()[0].rstrip("+") if word.strip() else "UNKNOWN"
 
 
+def _lines(text: str) -> list[str]:
+    # Slurm ends each job's line with "\n" only. str.splitlines() also splits on U+2028, U+0085
+    # and the like, which a job name (or any field a user sets) may hold.
+    return text.split("\n")
+
+
 def parse_squeue(text: str) -> dict[str, SchedulerView]:
     """`squeue -h --states=all -o SQUEUE_FORMAT` lines, by job id."""
     views = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         parts = line.split("|")
         if len(parts) < 3 or not parts[0].strip():
             continue
@@ -172,7 +178,7 @@ def parse_sacct(text: str) -> dict[str, SchedulerView]:
     """`sacct -n -P -o JobID,State,ExitCode` lines (with or without -c), by job id; job
     steps (`123.batch`, `123.0`) are skipped: the job's own line is what counts."""
     views = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         parts = line.split("|")
         if len(parts) < 3 or "." in parts[0] or not parts[0].strip():
             continue
@@ -192,7 +198,7 @@ def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
     """`scontrol show job -o` lines (one job per line), by job id: what Slurm still holds of a
     finished job (for MinJobAge) where sacct has no answer."""
     views = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         job_id, state = _field(line, "JobId"), _field(line, "JobState")
         if not job_id or not state:
             continue
