@@ -15,6 +15,7 @@ import pytest
 
 from nrl_launch.cli import main
 from nrl_launch.layers import RAY_SUB_ENV
+from tests.fakes import FakeSlurm, install
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -115,3 +116,9 @@ def wait_until(predicate: Callable[[], object], timeout: float = 120.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s"
         time.sleep(0.5)
+
+
+@pytest.fixture
+def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    """Fake Slurm commands first on PATH (each refuses until a test says what it answers)."""
+    return install(tmp_path, monkeypatch, alone=False)

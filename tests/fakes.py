@@ -7,6 +7,7 @@ PATH that holds nothing else; a test that needs another program links it into th
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -52,12 +53,12 @@ class FakeSlurm:
         return [c for c in lines if name is None or c.split(" ", 1)[0] == name]
 
 
-def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, alone: bool = True) -> FakeSlurm:
     """Fakes for every Slurm command (each refuses, exit 99, until a test says otherwise), alone
-    on PATH, and a state dir of the test's own."""
+    on PATH (or, without `alone`, first on it), and a state dir of the test's own."""
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
-    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PATH", str(bin_dir) if alone else f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
     fake = FakeSlurm(bin_dir)
     for name in SLURM:

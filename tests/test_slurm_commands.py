@@ -5,52 +5,16 @@ The same commands run for real in tests/cluster/."""
 from __future__ import annotations
 
 import json
-import os
-import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Cli
+from tests.fakes import FakeSlurm
 from tests.test_imports import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
-
-
-class FakeSlurm:
-    """Fake sbatch/squeue/sacct/scontrol/scancel first on PATH; each logs its argv to calls."""
-
-    def __init__(self, bin_dir: Path) -> None:
-        self.bin_dir = bin_dir
-        self.calls_file = bin_dir / "calls"
-
-    def answer(self, name: str, stdout: str = "", stderr: str = "", code: int = 0) -> None:
-        script = (
-            "#!/usr/bin/env bash\n"
-            f'printf "%s\\n" "$(basename "$0") $*" >>{shlex.quote(str(self.calls_file))}\n'
-            f"printf %s {shlex.quote(stdout)}\n"
-            f"printf %s {shlex.quote(stderr)} >&2\n"
-            f"exit {code}\n"
-        )
-        path = self.bin_dir / name
-        path.write_text(script)
-        path.chmod(0o755)
-
-    def calls(self) -> list[str]:
-        return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
-
-
-@pytest.fixture
-def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    fake = FakeSlurm(bin_dir)
-    for name in ("sbatch", "squeue", "sacct", "scontrol", "scancel"):
-        fake.answer(name, code=99, stderr=f"{name}: not expected in this test")
-    return fake
 
 
 def test_submit_prints_the_id_and_writes_a_record(cli: Cli, slurm: FakeSlurm) -> None:

@@ -17,25 +17,13 @@ from nrl_launch import enroot
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import LogView, Phase, SchedulerView, phase_of
 from tests.conftest import Cli
+from tests.fakes import FakeSlurm
 from tests.test_golden import PYXIS_FLAGS, container_args
 from tests.test_imports import imported, roots
 from tests.test_quoting import HOSTILE, bash_values
-from tests.test_slurm_commands import FakeSlurm
 
 IMAGE = "nvcr.io/nvidia/nemo-rl:v0.4.0"
 URI = "docker://nvcr.io#nvidia/nemo-rl:v0.4.0"
-
-
-@pytest.fixture
-def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    fake = FakeSlurm(bin_dir)
-    for name in ("sbatch", "squeue", "sacct", "scontrol", "scancel", "srun"):
-        fake.answer(name, code=99, stderr=f"{name}: not expected in this test")
-    return fake
 
 
 def submitted_script(tmp_path: Path, job_id: str) -> str:
