@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from nrl_launch.layers import Resolved, Setting
     from nrl_launch.nemorl.job import Prepared
 
-__all__ = ["JobFlags", "job_options", "some_job_options"]
+__all__ = ["DryRun", "JobFlags", "Quiet", "job_options", "some_job_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +33,18 @@ _JOB = "Job spec"
 _SLURM = "Slurm"
 _RUN = "Container and run"
 _NEMO = "NeMo RL"
+
+
+# Flags of every command that queues a job (submit, run, pull), declared once.
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")]
+DryRun = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the job script (its header holds the sbatch command); nothing is "
+        "submitted or written.",
+    ),
+]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nrl_launch.cli.options import JobFlags, some_job_options
+from nrl_launch.cli.options import DryRun, JobFlags, Quiet, some_job_options
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -69,19 +69,12 @@ def pull(
     force: Annotated[
         bool, typer.Option("--force", help="Replace the file if it exists (when the job starts).")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
+    quiet: Quiet = False,
     wait: Annotated[
         bool,
         typer.Option("--wait", help="Follow the job to its end; exit with enroot's exit code."),
     ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Print the job script (its header holds the sbatch command); nothing is "
-            "submitted or written.",
-        ),
-    ] = False,
+    dry_run: DryRun = False,
 ) -> int:
     """Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); prints
     the job id. Then run jobs with --container FILE."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nrl_launch.cli.options import JobFlags, some_job_options
+from nrl_launch.cli.options import DryRun, JobFlags, Quiet, some_job_options
 from nrl_launch.errors import UsageError
 
 # Every job option but --backend (the job is Slurm's: srun starts the command on each node)
@@ -40,19 +40,12 @@ _OPTIONS = (
 )
 def run(
     flags: JobFlags,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
+    quiet: Quiet = False,
     wait: Annotated[
         bool,
         typer.Option("--wait", help="Follow the job to its end; exit with the command's code."),
     ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Print the job script (its header holds the sbatch command); nothing is "
-            "submitted or written.",
-        ),
-    ] = False,
+    dry_run: DryRun = False,
     interactive: Annotated[bool, typer.Option("--interactive", hidden=True)] = False,
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the

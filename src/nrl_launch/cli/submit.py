@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.cli.options import JobFlags, Quiet, job_options
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 @job_options
 def submit(
     flags: JobFlags,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")] = False,
+    quiet: Quiet = False,
     wait: Annotated[
         bool,
         typer.Option("--wait", help="Follow the job to its end; exit with the driver's exit code."),
