@@ -20,12 +20,11 @@ from nrl_launch.layers import Resolved, Setting, describe_errors
 from nrl_launch.nemorl import config as nemo_config
 from nrl_launch.nemorl.layout import Layout, compute
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.storage import is_under, node_local_root
 
-__all__ = ["Prepared", "must_save_by", "node_local_reason", "prepare"]
+__all__ = ["Prepared", "driver_workdir", "must_save_by", "node_local_reason", "prepare"]
 
 _DEFAULT = "default"
-# Where nodes keep files of their own: a cache or checkpoint there is not shared.
-_NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/scratch/local", "/local")
 
 
 @dataclass(frozen=True)
@@ -241,7 +240,7 @@ def _with_command(draft: _Draft) -> LaunchSpec:
 def node_local_reason(path: str, spec: LaunchSpec) -> str | None:
     """Why `path` (as the job's nodes see it) is not shared between nodes, or None."""
     if not path.startswith("/"):
-        workdir = _driver_workdir(spec)
+        workdir = driver_workdir(spec)
         if workdir is None:
             return None
         reason = node_local_reason(workdir, spec)
@@ -250,17 +249,19 @@ def node_local_reason(path: str, spec: LaunchSpec) -> str | None:
             if reason
             else None
         )
-    for root in _NODE_LOCAL:
-        if path == root or path.startswith(root + "/"):
-            return f"{root} is local to each node"
+    root = node_local_root(path)
+    if root is not None:
+        return f"{root} is local to each node"
     if spec.container.runtime == "pyxis":
-        mounted = [m.dst.rstrip("/") for m in spec.container.mounts] + spec.caches.roots()
-        if not any(path == d or path.startswith(d + "/") for d in mounted):
+        mounted = [m.dst for m in spec.container.mounts] + spec.caches.roots()
+        if not any(is_under(path, d) for d in mounted):
             return "it is inside the container (under no mount), so each node has its own"
     return None
 
 
-def _driver_workdir(spec: LaunchSpec) -> str | None:
+def driver_workdir(spec: LaunchSpec) -> str | None:
+    """The driver's working directory, as the job's nodes see it (inside the container with
+    one): driver.workdir, else container.workdir, else None for the submit dir."""
     if spec.driver.workdir:
         return spec.driver.workdir
     if spec.container.runtime == "pyxis" and spec.container.workdir:
