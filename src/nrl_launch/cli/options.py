@@ -263,7 +263,8 @@ _OPTIONS = [
         "no_check",
         bool,
         ("--no-check",),
-        "Do not refuse a job whose NeMo RL config does not fit it (problems become warnings).",
+        "Do not refuse a job whose NeMo RL config does not fit it, or whose container checks "
+        "fail (problems become warnings).",
         _NEMO,
     ),
     _Option("json", bool, ("--json",), "Print a versioned JSON object instead of text.", "Output"),

@@ -26,9 +26,11 @@ def render(
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
-    from nrl_launch import backends
+    from nrl_launch import backends, container_checks
 
     spec = flags.prepare().spec
+    # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
+    container_checks.check(spec, on_host=False)
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         write_script(out, request.script)

@@ -29,6 +29,7 @@ _OPTIONS = (
     "env",
     "secret",
     "log_dir",
+    "no_check",
     "json",
     "command",
 )
@@ -36,7 +37,10 @@ _OPTIONS = (
 
 @some_job_options(
     *_OPTIONS,
-    helps={"command": "The command, after --: -- python prepare_data.py --out /shared/data"},
+    helps={
+        "command": "The command, after --: -- python prepare_data.py --out /shared/data",
+        "no_check": "Do not refuse the job when a container check fails (errors become warnings).",
+    },
 )
 def run(
     flags: JobFlags,
@@ -50,6 +54,7 @@ def run(
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the
     job id. Its output is in job.log: nrl-launch logs JOBID."""
+    from nrl_launch import container_checks
     from nrl_launch.backends import Request, plain
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
@@ -72,6 +77,8 @@ def run(
             f"backend: run submits to Slurm, not {spec.backend!r} (from "
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
         )
+    # The dry run prints the script only: this machine's files are looked at when it queues.
+    container_checks.check(spec, on_host=not dry_run)
     if dry_run:
         return queued.dry_run("run", plain.plan(spec), json=flags.json)
 

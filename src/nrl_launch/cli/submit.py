@@ -33,12 +33,15 @@ def submit(
     ] = None,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
+    from nrl_launch import container_checks
     from nrl_launch.jobs.launch import launch
 
     if chain is not None and chain < 1:
         raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
     prepared = flags.prepare()
     spec = prepared.spec
+    # Before anything is written: pyxis would fail these on every node, after the queue.
+    container_checks.check(spec, on_host=True)
     if chain is not None:
         spec = _chained(spec, prepared.checkpointing)
     records = [launch(spec) for _ in range(chain or 1)]

@@ -1,0 +1,388 @@
+"""What users get wrong with pyxis containers, caught before the job is written or queued.
+
+pyxis fails a step on every node, minutes after the job left the queue, for mistakes the spec
+already shows: an image path it takes for a registry, a mount source that is not there, a
+working directory the container does not have, a driver script no mount brings in. Each check
+gives one line naming the key: an error where the job would certainly fail, a warning where it
+might be meant (a directory that exists inside the image, scratch space on each node).
+
+`findings(..., on_host=False)` reads only the spec and the submit dir's name: `render` runs it
+too (a dry run in CI, where the cluster's filesystem does not exist). With `on_host=True`,
+`submit` and `run` also look at this machine's files: the login node sees the shared
+filesystem the nodes see. `check` prints the warnings, or refuses the job with its errors
+(warnings as well with --no-check, i.e. nemo_rl.check false).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from nrl_launch.errors import ConfigError
+from nrl_launch.nemorl.job import driver_workdir
+from nrl_launch.spec import LaunchSpec
+from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
+
+__all__ = ["Finding", "check", "findings", "site_mounts"]
+
+# What a step's container holds of the host whatever the job says: enroot's own system mounts
+# (its mounts.d/10-system.fstab binds /proc, /sys and /dev, /dev/shm with it).
+_ENROOT_SYSTEM = ("/proc", "/sys", "/dev")
+# Paths every image has: a program there (/usr/bin/python3) is the image's own, not the host's.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", *_ENROOT_SYSTEM)
+_IMAGE_FILE = (".sqsh", ".squashfs")
+_SCRIPT = (".py", ".sh")
+# The job's log dir, <base>/<JOBID>-logs (or <JOBID>-<RESTART>-logs), is mounted in every step.
+_LOG_DIR = re.compile(r"[0-9]+(?:-[0-9]+)?-logs")
+_NO_CHECK = "--no-check"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: `message` is its whole line and starts with `key`."""
+
+    key: str
+    message: str
+    error: bool = False
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class _View:
+    """The container's filesystem as the job's mounts make it: which container paths come from
+    the host, and from where."""
+
+    binds: tuple[tuple[str, str], ...]  # (destination, source), the deepest destination first
+    log_base: str  # the host's logs.base_dir: its <JOBID>-logs is mounted at the same path
+
+    def host_path(self, path: str) -> str | None:
+        """Where the container path `path` is on the host, or None: inside the image."""
+        path = posixpath.normpath(path)
+        rest = posixpath.relpath(path, self.log_base) if is_under(path, self.log_base) else ""
+        if rest and _LOG_DIR.fullmatch(rest.split("/")[0]):
+            return path
+        for dst, src in self.binds:
+            if is_under(path, dst):
+                return src.rstrip("/") + path[len(dst.rstrip("/")) :]
+        return None
+
+    def holds(self, path: str) -> bool:
+        return self.host_path(path) is not None
+
+
+def site_mounts(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(destination, source) of each bind mount in enroot's mounts.d on this machine (the
+    site's, then the user's): enroot adds them to every container. A login node without enroot
+    has none, and the nodes may have more: what is found here only ever makes a path visible."""
+    home = environ.get("HOME", "")
+    config = environ.get("XDG_CONFIG_HOME") or f"{home}/.config"
+    dirs = [
+        Path(environ.get("ENROOT_SYSCONF_PATH") or "/etc/enroot") / "mounts.d",
+        Path(environ.get("ENROOT_CONFIG_PATH") or f"{config}/enroot") / "mounts.d",
+    ]
+    found = []
+    for directory in dirs:
+        try:
+            files = sorted(directory.glob("*.fstab"))
+        except OSError:
+            continue
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found += _fstab_binds(text, environ)
+    return found
+
+
+_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+def _fstab_binds(text: str, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    binds = []
+    for line in text.split("\n"):
+        fields = line.split("#", 1)[0].split()
+        if len(fields) < 4 or not {"bind", "rbind"} & set(fields[3].split(",")):
+            continue
+        names = [a or b for a, b in _VAR.findall(" ".join(fields[:2]))]
+        if any(name not in environ for name in names):
+            continue  # enroot fills in what only the node knows (ENROOT_ROOTFS...)
+        src, dst = (_VAR.sub(lambda m: environ[m[1] or m[2]], f) for f in fields[:2])
+        if src.startswith("/") and dst.startswith("/"):
+            binds.append((dst, src))
+    return binds
+
+
+def _view(
+    spec: LaunchSpec, submit_dir: str, home: str | None, site: list[tuple[str, str]]
+) -> _View:
+    binds = [(m.dst, m.src) for m in spec.container.mounts]
+    binds += [(root, root) for root in spec.caches.roots()]
+    if spec.container.mount_home and home:
+        binds.append((home, home))
+    binds += site + [(path, path) for path in _ENROOT_SYSTEM]
+    binds.sort(key=lambda bind: len(bind[0].rstrip("/")), reverse=True)
+    base = posixpath.normpath(posixpath.join(submit_dir, spec.logs.base_dir))
+    return _View(tuple(binds), base)
+
+
+def findings(
+    spec: LaunchSpec, submit_dir: str, environ: Mapping[str, str], *, on_host: bool
+) -> list[Finding]:
+    """Every container problem of `spec` submitted from `submit_dir`; with `on_host`, this
+    machine's files are looked at too (image, mount sources, driver scripts, $HOME)."""
+    container = spec.container
+    if container.runtime != "pyxis":
+        return []
+    home = environ.get("HOME") or None
+    view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
+    found = _image(container.image or "", submit_dir, home, on_host)
+    found += _mounts(spec, on_host)
+    found += _workdirs(spec, view, _submit_dirs(submit_dir, environ), on_host)
+    found += _driver(spec, view, submit_dir, on_host)
+    if on_host and container.mount_home and home:
+        found += _home(home)
+    return found
+
+
+def check(spec: LaunchSpec, *, on_host: bool, environ: Mapping[str, str] | None = None) -> None:
+    """Print the container warnings of `spec` (submitted from this directory), or raise
+    ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
+    errors warnings. When the job is refused, only the errors are said: they come first."""
+    from nrl_launch import output
+
+    environ = os.environ if environ is None else environ
+    found = findings(spec, str(Path.cwd()), environ, on_host=on_host)
+    errors = [f.message for f in found if f.error]
+    if errors and spec.nemo_rl.check:
+        raise ConfigError(errors)
+    for finding in found:
+        output.warn(finding.message)
+
+
+def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
+    """The submit dir, and $PWD when it names the same directory another way (through a
+    symlink): sbatch may take either for SLURM_SUBMIT_DIR, so a mount of either will do."""
+    dirs = [submit_dir]
+    pwd = environ.get("PWD", "")
+    if pwd.startswith("/") and pwd != submit_dir:
+        try:
+            if Path(pwd).samefile(submit_dir):
+                dirs.append(pwd)
+        except OSError:
+            pass
+    return dirs
+
+
+def _image(image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
+    key = "container.image"
+    if "://" in image:
+        return []
+    if not image.startswith(("/", ".")):
+        # pyxis reads an image as a file only when it starts with / or . (strspn(image, "./")).
+        if not image.lower().endswith(_IMAGE_FILE):
+            return []
+        if image.startswith("~/") and home:
+            absolute = home.rstrip("/") + image[1:]
+        else:
+            absolute = posixpath.normpath(posixpath.join(submit_dir, image))
+        return [
+            Finding(
+                key,
+                f"{key} {image!r}: pyxis takes an image for a file only when it starts with / "
+                f"or ., and would pull this one from a registry; give the absolute path, "
+                f"e.g. {absolute}",
+                error=True,
+            )
+        ]
+    path = posixpath.normpath(posixpath.join(submit_dir, image))
+    root = node_local_root(path)
+    problem = _file_problem(path) if on_host else None
+    if problem is not None:
+        return [
+            Finding(
+                key,
+                f"{key} {image}: {problem} (pyxis reads a path that starts with / or . as a "
+                "squashfs file on each node); give a .sqsh file every node can read",
+                error=True,
+            )
+        ]
+    if root is not None:
+        return [
+            Finding(
+                key,
+                f"{key} {image}: {root} is local to each node, so each node needs its own copy "
+                "there; keep the image on storage every node shares",
+            )
+        ]
+    return []
+
+
+def _file_problem(path: str) -> str | None:
+    """What keeps the steps from reading the file `path`, as this machine sees it."""
+    if not _exists(path):
+        return "no such file"
+    if Path(path).is_dir():
+        return "a directory, not a .sqsh file"
+    if not os.access(path, os.R_OK):
+        return "not readable"
+    return None
+
+
+def _exists(path: str) -> bool:
+    """Whether `path` exists on this machine (a broken symlink does not)."""
+    return Path(path).exists()
+
+
+def _mounts(spec: LaunchSpec, on_host: bool) -> list[Finding]:
+    key, found = "container.mounts", []
+    for mount in spec.container.mounts:
+        root = node_local_root(mount.src)
+        if on_host and not _exists(mount.src):
+            found.append(
+                Finding(
+                    key,
+                    f"{key} {mount}: source {mount.src} does not exist, and pyxis refuses a "
+                    f"mount without one on every node; create it or fix the mount ({_NO_CHECK} "
+                    "if only the compute nodes have it)",
+                    error=True,
+                )
+            )
+        elif root is not None:
+            found.append(
+                Finding(
+                    key,
+                    f"{key} {mount}: {root} is local to each node, so each node mounts its own "
+                    f"copy of {mount.src} (fine for scratch space, not for files the nodes share)",
+                )
+            )
+    return found
+
+
+def _workdirs(
+    spec: LaunchSpec, view: _View, submit_dirs: list[str], on_host: bool
+) -> list[Finding]:
+    container, found = spec.container, []
+    inside = "it must exist inside the image (as NeMo RL's /opt/nemo-rl does)"
+    if container.workdir is not None:
+        if not view.holds(container.workdir):
+            found.append(
+                Finding(
+                    "container.workdir",
+                    f"container.workdir {container.workdir} is under no container.mounts "
+                    f"destination: {inside}, or every step fails with pyxis's \"couldn't chdir\"",
+                )
+            )
+    elif on_host and not any(view.holds(d) for d in submit_dirs):
+        # Only where the job is submitted from: render's dir (a CI checkout) says nothing.
+        where = submit_dirs[0]
+        found.append(
+            Finding(
+                "container.workdir",
+                "container.workdir is not set, so every step starts in the submit dir "
+                f"{where}, which is under no container.mounts destination: pyxis would fail "
+                f'each task ("couldn\'t chdir to {where}"); mount it (--mount "$PWD") or '
+                "set container.workdir to a dir inside the container",
+                error=True,
+            )
+        )
+    workdir = spec.driver.workdir
+    # A relative driver.workdir is relative to where the step starts.
+    step_dir = container.workdir or submit_dirs[0]
+    if (
+        workdir is not None
+        and workdir != container.workdir
+        and not view.holds(posixpath.join(step_dir, workdir))
+    ):
+        found.append(
+            Finding(
+                "driver.workdir",
+                f"driver.workdir {workdir} is under no container.mounts destination: {inside}",
+            )
+        )
+    return found
+
+
+def _driver(spec: LaunchSpec, view: _View, submit_dir: str, on_host: bool) -> list[Finding]:
+    """The driver's script and the files it names: visible inside the container?"""
+    command = spec.driver.command or ()
+    key = "driver command"
+    # The dir the driver runs in: a relative driver.workdir is relative to the step's own.
+    step_dir = spec.container.workdir or submit_dir
+    base = posixpath.normpath(posixpath.join(step_dir, driver_workdir(spec) or "."))
+    found = []
+    for index, arg in enumerate(command):
+        if arg.startswith("-") or "=" in arg or "://" in arg or "\n" in arg:
+            continue
+        script = arg.endswith(_SCRIPT) or (index == 0 and arg.startswith("/"))
+        if arg.startswith("/"):
+            if any(is_under(arg, d) for d in _SYSTEM_DIRS):
+                continue
+            host = view.host_path(arg)
+            if host is None:
+                if on_host and _exists(arg):
+                    found.append(
+                        Finding(
+                            key,
+                            f"{key}: {arg} is a file on this machine but under no "
+                            "container.mounts destination, so the container does not see it; "
+                            f"mount its dir (--mount {posixpath.dirname(arg) or '/'})",
+                            error=True,
+                        )
+                    )
+                elif script:
+                    found.append(
+                        Finding(
+                            key,
+                            f"{key}: {arg} is under no container.mounts destination: it must "
+                            "exist inside the image",
+                        )
+                    )
+                continue
+        elif script:
+            host = view.host_path(posixpath.join(base, arg))
+            if host is None:
+                continue  # in a workdir inside the image: the workdir's own line says so
+        else:
+            continue
+        if script and on_host and not _exists(host):
+            found.append(_missing(spec, arg, base, host))
+    return found
+
+
+def _missing(spec: LaunchSpec, arg: str, base: str, host: str) -> Finding:
+    where = f"{host} does not exist" if arg.startswith("/") else f"no {host} in {base}"
+    # A setup command may make it (a git clone): then the job may still find it.
+    maybe = spec.setup is not None
+    tail = "; unless the setup command makes it" if maybe else ""
+    return Finding(
+        "driver command",
+        f"driver command: {arg} is not there ({where}, as the container sees it through "
+        f"container.mounts){tail}: fix the path, the mounts or the working dir",
+        error=not maybe,
+    )
+
+
+def _home(home: str) -> list[Finding]:
+    root = node_local_root(home)
+    kind = None if root else filesystem_type(home)
+    if root:
+        why = f"{root}, local to each node"
+    elif kind in LOCAL_FILESYSTEMS:
+        why = f"a {kind} filesystem local to this machine"
+    else:
+        return []
+    return [
+        Finding(
+            "container.mount_home",
+            f"container.mount_home: $HOME ({home}) is on {why}, so each node mounts its own "
+            "$HOME, not this one; keep what the job needs on shared storage, or turn "
+            "mount_home off",
+        )
+    ]
