@@ -1,5 +1,6 @@
 """Why a job failed, from the known signatures in its logs: one cause and the file and line
-that show it. Pure apart from reading the log dir."""
+that show it. Pure apart from reading the log dir and the batch job's own output (where pyxis
+and enroot say why a container did not start: see pyxis_errors)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nrl_launch.jobs import pyxis_errors
 from nrl_launch.jobs.status import main_log
 
 __all__ = ["SIGNATURES", "Diagnosis", "diagnose"]
@@ -67,8 +69,18 @@ def _tail(path: Path) -> tuple[str, bool]:
         return "", True
 
 
-def diagnose(log_dir: Path) -> Diagnosis | None:
-    """The first known signature found in the job's ENDED and logs, or None."""
+def diagnose(log_dir: Path | None, batch_output: Path | None = None) -> Diagnosis | None:
+    """The first known signature found in the job's ENDED and logs, or None. A container that
+    pyxis could not start comes first: it is why the step failed, whatever the logs say after
+    (`batch_output` is the batch job's own output, slurm-<JOBID>.out, where pyxis writes)."""
+    if batch_output is not None:
+        text, whole = _tail(batch_output)
+        failure = pyxis_errors.find(text)
+        if failure is not None:
+            where = f"line {failure.line}" if whole else "near the end"
+            return Diagnosis(failure.cause, f"{batch_output.name} {where}")
+    if log_dir is None:
+        return None
     # A Ray job's driver log, or a plain job's (run, pull): its command's output on every node.
     names = ["ENDED", main_log("ray"), main_log("plain"), "ray-head.log"]
     files = [log_dir / name for name in names]

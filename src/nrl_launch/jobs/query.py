@@ -138,7 +138,7 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
         view = views.get(rec.job_id)
         phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
         # Only a failed job's logs are searched: a running job's may be large and growing.
-        found = diagnose(logs.log_dir) if phase is Phase.FAILED and logs.log_dir else None
+        found = diagnose(logs.log_dir, rec.batch_output) if phase is Phase.FAILED else None
         if found and found.where:  # found in a log: ENDED's reason does not say it yet
             detail = f"{detail}; likely cause: {found}"
         result.append(

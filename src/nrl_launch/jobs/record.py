@@ -45,6 +45,14 @@ class JobRecord(BaseModel):
     runs: list[str] = []  # every run's log dir, first first, once `status` saw a requeue
     kind: JobKind = "ray"  # plain: one command per node, no Ray (`run`, `pull`)
 
+    @property
+    def batch_output(self) -> Path:
+        """The batch job's own output, next to its log dirs: the script's and its srun steps'
+        stdout and stderr (sbatch --output, backends/slurm.py), where pyxis and enroot say
+        why a container did not start; a local job's is <JOBID>.out (jobs/launch.py)."""
+        name = f"slurm-{self.job_id}.out" if self.backend == "slurm" else f"{self.job_id}.out"
+        return Path(self.log_dir).parent / name
+
     def node_index(self, value: str, also: str = "") -> int:
         """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted
         words for the message."""
