@@ -250,7 +250,7 @@ def test_a_host_script_under_no_mount_is_refused(tmp_path: Path) -> None:
     (problem,) = found(job, work)
     assert problem.error and problem.key == "driver command"
     assert problem.message.startswith(
-        f"driver command: {script} is a file on this machine but under no container.mounts "
+        f"driver command: {script} exists on this machine but is under no container.mounts "
         "destination"
     )
     assert problem.message.endswith(f"mount its dir (--mount {tmp_path})")
@@ -277,6 +277,8 @@ def test_a_config_file_on_the_host_under_no_mount_is_refused(tmp_path: Path) -> 
         ["/usr/bin/python3", "-c", "pass"],  # the image's own
         ["python", "/opt/nemo-rl/examples/run_grpo.py"],  # NeMo RL's image has it: a warning
         ["python", "-m", "x", "out=/tmp/x.py"],  # an override, not a path
+        ["bash", "-c", "source env.sh"],  # code, not a path
+        ["python", "-c", "pass", "--tmp", "/var/tmp"],  # a node-local dir: each has its own
     ],
 )
 def test_paths_inside_the_image_are_not_refused(tmp_path: Path, command: list[str]) -> None:

@@ -309,50 +309,56 @@ def _workdirs(
     return found
 
 
+def _paths(command: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """The arguments of `command` that name a file, each with whether it is a script (the
+    program itself when absolute, or a .py/.sh): not an option, an override (key=value), a
+    URL, or the code after -c."""
+    found = []
+    for index, arg in enumerate(command):
+        after_c = index > 0 and command[index - 1] == "-c"
+        if after_c or arg.startswith("-") or "=" in arg or "://" in arg or "\n" in arg:
+            continue
+        if arg.startswith("/"):
+            found.append((arg, index == 0 or arg.endswith(_SCRIPT)))
+        elif arg.endswith(_SCRIPT) and not any(c.isspace() for c in arg):
+            found.append((arg, True))
+    return found
+
+
 def _driver(spec: LaunchSpec, view: _View, submit_dir: str, on_host: bool) -> list[Finding]:
     """The driver's script and the files it names: visible inside the container?"""
-    command = spec.driver.command or ()
-    key = "driver command"
+    key, found = "driver command", []
     # The dir the driver runs in: a relative driver.workdir is relative to the step's own.
     step_dir = spec.container.workdir or submit_dir
     base = posixpath.normpath(posixpath.join(step_dir, driver_workdir(spec) or "."))
-    found = []
-    for index, arg in enumerate(command):
-        if arg.startswith("-") or "=" in arg or "://" in arg or "\n" in arg:
-            continue
-        script = arg.endswith(_SCRIPT) or (index == 0 and arg.startswith("/"))
-        if arg.startswith("/"):
-            if any(is_under(arg, d) for d in _SYSTEM_DIRS):
-                continue
-            host = view.host_path(arg)
-            if host is None:
-                if on_host and _exists(arg):
-                    found.append(
-                        Finding(
-                            key,
-                            f"{key}: {arg} is a file on this machine but under no "
-                            "container.mounts destination, so the container does not see it; "
-                            f"mount its dir (--mount {posixpath.dirname(arg) or '/'})",
-                            error=True,
-                        )
-                    )
-                elif script:
-                    found.append(
-                        Finding(
-                            key,
-                            f"{key}: {arg} is under no container.mounts destination: it must "
-                            "exist inside the image",
-                        )
-                    )
-                continue
+    for arg, script in _paths(spec.driver.command or ()):
+        if any(is_under(arg, d) for d in _SYSTEM_DIRS):
+            continue  # the image's own (/usr/bin/python3)
+        host = view.host_path(arg if arg.startswith("/") else posixpath.join(base, arg))
+        if host is not None:
+            if script and on_host and not _exists(host):
+                found.append(_missing(spec, arg, base, host))
+        elif not arg.startswith("/"):
+            continue  # in a workdir inside the image: the workdir's own line says so
+        elif on_host and _exists(arg) and (script or node_local_root(arg) is None):
+            # Not a node-local dir such as /tmp: every container has one of its own.
+            found.append(
+                Finding(
+                    key,
+                    f"{key}: {arg} exists on this machine but is under no container.mounts "
+                    "destination, so the container does not see it; mount its dir "
+                    f"(--mount {posixpath.dirname(arg)})",
+                    error=True,
+                )
+            )
         elif script:
-            host = view.host_path(posixpath.join(base, arg))
-            if host is None:
-                continue  # in a workdir inside the image: the workdir's own line says so
-        else:
-            continue
-        if script and on_host and not _exists(host):
-            found.append(_missing(spec, arg, base, host))
+            found.append(
+                Finding(
+                    key,
+                    f"{key}: {arg} is under no container.mounts destination: it must exist "
+                    "inside the image",
+                )
+            )
     return found
 
 
