@@ -10,7 +10,7 @@ might be meant (a directory that exists inside the image, scratch space on each 
 too (a dry run in CI, where the cluster's filesystem does not exist). With `on_host=True`,
 `submit` and `run` also look at this machine's files: the login node sees the shared
 filesystem the nodes see. `check` prints the warnings, or refuses the job with its errors
-(warnings as well with --no-check, i.e. nemo_rl.check false).
+(with --no-check, i.e. nemo_rl.check false, the errors are printed as warnings too).
 """
 
 from __future__ import annotations
