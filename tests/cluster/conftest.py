@@ -56,8 +56,9 @@ def cluster_job(
     ]
 
 
-def _node_namespaces() -> dict[str, str]:
-    """Each dev-cluster node's PID namespace, by node name (from the pid files `up` writes)."""
+def _node_pid1s() -> dict[str, int]:
+    """Each dev-cluster node's PID 1 as this machine sees it, by node name (from the pid files
+    `up` writes)."""
     run = Path(os.environ.get("DEV_CLUSTER_DIR", "/var/lib/nrl-dev-cluster")) / "run"
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -66,14 +67,19 @@ def _node_namespaces() -> dict[str, str]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    spaces = {}
+    pid1s = {}
     for pid_file in run.glob("node-*.pid"):
         # The pid file names `unshare`; its child is PID 1 of the node's namespace.
         for child in children.get(int(pid_file.read_text()), []):
-            spaces[pid_file.stem.removeprefix("node-")] = str(
-                Path(f"/proc/{child}/ns/pid").readlink()
-            )
-    return spaces
+            pid1s[pid_file.stem.removeprefix("node-")] = child
+    return pid1s
+
+
+def _node_namespaces() -> dict[str, str]:
+    """Each dev-cluster node's PID namespace, by node name."""
+    return {
+        name: str(Path(f"/proc/{pid}/ns/pid").readlink()) for name, pid in _node_pid1s().items()
+    }
 
 
 def _node_table() -> list[tuple[str, int, str]]:
@@ -115,3 +121,67 @@ def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
     result = cli("status", job_id, "--json")
     assert result.code == 0, result.err
     return json.loads(result.out)["jobs"][0]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def test_image(dev_cluster: None) -> Path:  # noqa: ARG001 - asked for so that the cluster is up
+    """The container image the container tests run (scripts/test-image: Debian with Python, Ray
+    and uv in /opt/venv), built once and cached; needs pyxis loaded in the dev cluster."""
+    srun_help = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
+    if "--container-image" not in srun_help:
+        unavailable(
+            "pyxis is not loaded in the dev cluster (its sources are not in ../shared/vendor, "
+            "or it was started with --without-pyxis): restart it with scripts/dev-cluster"
+        )
+    built = subprocess.run(
+        [str(REPO / "scripts" / "test-image"), "build"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    if built.returncode != 0:
+        pytest.fail(f"scripts/test-image build failed:\n{built.stderr[-3000:]}")
+    return Path(built.stdout.strip())
+
+
+@pytest.fixture
+def container_job(test_image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The flags every container job shares: the test image (Ray from inside it), the repo
+    mounted read-only as the workdir, a scratch dir mounted read-write, logs in tmp."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.chdir(scratch)
+    return [
+        "--container",
+        str(test_image),
+        "--mount",
+        f"{REPO}:{REPO}:ro",
+        "--mount",
+        str(scratch),
+        "--set",
+        f"container.workdir={REPO}",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--time",
+        "10",
+    ]
+
+
+def enroot_state(node: str) -> dict[str, list[str]]:
+    """What enroot keeps on a node's local disk (seen through the node's own mounts): its named
+    containers (data) and runtime dirs, per user."""
+    root = Path(f"/proc/{_node_pid1s()[node]}/root")
+    return {
+        kind: sorted(p.name for p in (root / path).glob("user-*/*"))
+        for kind, path in (("containers", "var/lib/enroot/data"), ("runtime", "run/enroot"))
+    }
+
+
+def no_container_of(job_id: str) -> bool:
+    """No node keeps a container or runtime dir of the job (pyxis_nrl-ID, pyxis_ID_nrl-ID)."""
+    for node in _node_namespaces():
+        state = enroot_state(node)
+        if any(f"nrl-{job_id}" in name for names in state.values() for name in names):
+            return False
+    return True
