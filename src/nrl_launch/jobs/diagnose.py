@@ -38,6 +38,13 @@ SIGNATURES: list[tuple[re.Pattern[str], str]] = [
         "Ray is missing from the node's environment: check container.image or the setup command",
     ),
     (
+        # enroot import fetches with curl: 5/6 name not resolved, 7 no connection, 28 time-out,
+        # 35/60 TLS. The node cannot reach the registry (many clusters' compute nodes cannot).
+        re.compile(r"curl: \((?:5|6|7|28|35|60)\) "),
+        "the node cannot reach the container registry: pull where the registry is reachable, "
+        "or import the image elsewhere and copy the .sqsh to shared storage",
+    ),
+    (
         re.compile(r"FileNotFoundError.*run_config\.yaml"),
         "the HF cache is not on storage every node sees: set caches.hf_home to a shared path",
     ),
