@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nrl_launch
-from nrl_launch import doctor
+from nrl_launch import doctor, node_probe
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
@@ -338,8 +338,8 @@ def test_settings_name_the_source_of_each_value() -> None:
 # ---- The probe job's report ----
 
 
-def report(name: str) -> doctor.ProbeReport:
-    return doctor.parse_probe((DATA / f"doctor-probe-{name}.txt").read_text())
+def report(name: str) -> node_probe.ProbeReport:
+    return node_probe.parse_probe((DATA / f"doctor-probe-{name}.txt").read_text())
 
 
 def lines(checks: list[Check]) -> list[str]:
@@ -351,7 +351,7 @@ def test_probe_finds_a_node_local_cache() -> None:
     found = report("node-local-cache")
     assert found.nodes == ["node0", "node1"] and found.done
     dirs = [("logs.base_dir", Path("/tmp/dr")), ("caches.hf_home", Path("/tmp/ray"))]
-    assert lines(doctor.probe_checks(spec(slurm__nodes=2), found, dirs)) == [
+    assert lines(node_probe.probe_checks(spec(slurm__nodes=2), found, dirs)) == [
         "ok node0: hostname node0; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
         "; ray, version 2.60.0",
         "ok node1: hostname node1; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
@@ -370,7 +370,9 @@ def test_probe_names_the_node_and_dir_that_cannot_be_written() -> None:
     dirs = [("logs.base_dir", Path("/tmp/dr")), ("caches.hf_home", Path("/tmp/ray/x"))]
     failed = [
         c
-        for c in doctor.probe_checks(spec(slurm__nodes=2), report("setup-and-write-failed"), dirs)
+        for c in node_probe.probe_checks(
+            spec(slurm__nodes=2), report("setup-and-write-failed"), dirs
+        )
         if c.failed
     ]
     assert lines(failed) == [
@@ -394,14 +396,14 @@ def test_probe_blames_only_the_node_that_could_not_write() -> None:
     )
     assert edited != text
     dirs = [("caches.hf_home", Path("/tmp/ray/x"))]
-    checks = doctor.probe_checks(spec(slurm__nodes=2), doctor.parse_probe(edited), dirs)
+    checks = node_probe.probe_checks(spec(slurm__nodes=2), node_probe.parse_probe(edited), dirs)
     assert lines([c for c in checks if c.name.startswith("caches.")]) == [
         "fail caches.hf_home on node1: cannot write in /tmp/ray/x: No such file or directory"
     ]
 
 
 def test_probe_fails_when_ray_is_not_on_the_nodes() -> None:
-    found = doctor.probe_checks(
+    found = node_probe.probe_checks(
         spec(slurm__nodes=2), report("no-ray"), [("logs.base_dir", Path("/tmp/dr"))]
     )
     failed = [c for c in found if c.failed]
@@ -411,7 +413,7 @@ def test_probe_fails_when_ray_is_not_on_the_nodes() -> None:
 
 def test_probe_checks_mount_sources_on_each_node() -> None:
     job = spec(slurm__nodes=2, container__image="nvcr.io/nvidia/nemo-rl:v0.4.0")
-    found = doctor.probe_checks(
+    found = node_probe.probe_checks(
         job, report("pyxis-mount-missing"), [("logs.base_dir", Path("/tmp/dr"))]
     )
     assert [(c.name, c.detail) for c in found if c.failed] == [
@@ -426,9 +428,11 @@ def test_probe_report_missing_a_node() -> None:
     cut = "\n".join(
         line for line in text.splitlines() if "|node1|" not in line and "|done|" not in line
     )
-    found = doctor.parse_probe(cut)
+    found = node_probe.parse_probe(cut)
     assert not found.done
-    checks = doctor.probe_checks(spec(slurm__nodes=2), found, [("logs.base_dir", Path("/tmp/dr"))])
+    checks = node_probe.probe_checks(
+        spec(slurm__nodes=2), found, [("logs.base_dir", Path("/tmp/dr"))]
+    )
     assert lines([c for c in checks if c.failed]) == [
         "fail node1: no answer from this node: the probe's steps did not run there",
         "fail logs.base_dir on node1: no answer from this node about /tmp/dr",
@@ -445,7 +449,7 @@ def test_probe_request_is_the_job_s_own_request(tmp_path: Path) -> None:
         caches__hf_home="/shared/hf",
     )
     dirs = [("logs.base_dir", tmp_path / "logs dir"), ("caches.hf_home", Path("/shared/hf"))]
-    argv, text = doctor.probe_request(job, dirs, tmp_path / "probe.sbatch")
+    argv, text = node_probe.probe_request(job, dirs, tmp_path / "probe.sbatch")
     assert argv == [
         "sbatch", "--parsable", "--exclusive", "--export=ALL", "--gres=gpu:8", "--nodes=2",
         "--ntasks-per-node=1", "--partition=debug", "--time=01:00:00", "--constraint=h100",
@@ -462,7 +466,7 @@ def test_probe_request_is_the_job_s_own_request(tmp_path: Path) -> None:
 def test_probe_script_quotes_every_dir(tmp_path: Path) -> None:
     hostile = "/shared/$(touch pwned) x/hf"
     job = spec(caches__hf_home=hostile)
-    _, text = doctor.probe_request(job, [("caches.hf_home", Path(hostile))], tmp_path / "p")
+    _, text = node_probe.probe_request(job, [("caches.hf_home", Path(hostile))], tmp_path / "p")
     # The dir list alone, run: bash must read the path back unchanged, running nothing.
     start = text.index("NRL_PROBE_DIRS=(")
     dirs = text[start : text.index("\n)\n", start) + 3]

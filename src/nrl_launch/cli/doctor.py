@@ -64,7 +64,9 @@ def doctor(
     if on_nodes and any(c.failed for c in found):
         show(checks.Check("on nodes", "warn", "not run: fix the failed checks above first"))
     elif on_nodes:
-        for check in checks.probe_nodes(spec, cwd, probe_timeout, _progress(not flags.json)):
+        from nrl_launch.node_probe import probe_nodes
+
+        for check in probe_nodes(spec, cwd, probe_timeout, _progress(not flags.json)):
             show(check)
     failed = [c for c in found if c.failed]
     if flags.json:
