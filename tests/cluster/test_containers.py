@@ -271,3 +271,19 @@ def test_run_runs_a_plain_command_in_the_container_on_every_node(
     # Unnamed containers (pyxis_JOBID.STEP): pyxis removes them itself.
     for node in ("node0", "node1"):
         assert not [c for c in enroot_state(node)["containers"] if c.startswith(f"pyxis_{job_id}.")]
+
+
+def test_containers_a_cancelled_job_left_go_with_the_next_job(
+    cli: Cli, interactive: str, container_job: list[str]
+) -> None:
+    """scancel ends the job before it can remove its containers; the next nrl-launch job on
+    those nodes removes them when it ends, so named containers do not pile up on node disks."""
+    cancelled = interactive
+    assert cli("cancel", cancelled).code == 0
+    wait_until(lambda: job_status(cli, cancelled)["phase"] == "CANCELLED")
+    wait_until(nodes_are_clean, 60)
+    assert not no_container_of(cancelled)  # left on the nodes, as pyxis keeps named ones
+    result = cli("submit", "--wait", "-q", *ON_NODE0_AND_1, *container_job, "--", "true")
+    assert result.code == 0, result.err
+    left_clean(result.out.strip())
+    assert no_container_of(cancelled)
