@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -193,38 +194,35 @@ def test_an_image_without_ray_fails_naming_it(
     left_clean(job_id)
 
 
-def held_then_released(cli: Cli, job: list[str], break_it: object) -> str:
-    """Submit held (the pre-queue checks pass), break what the job needs, then release it:
-    what pyxis itself says when a file goes away between submit and start."""
-    job_id = submit(cli, [*job, "--set", "slurm.extra_args=[--hold]"], *SLEEPER)
-    assert callable(break_it)
-    break_it()
-    subprocess.run(["scontrol", "release", job_id], check=True)
-    return job_id
+def _gone_image(job: list[str], scratch: Path, image: Path) -> tuple[list[str], Path]:
+    copy = scratch / "gone.sqsh"
+    shutil.copyfile(image, copy)
+    return [*job, "--container", str(copy)], copy
 
 
-def test_a_missing_image_fails_with_pyxis_s_error_as_the_cause(
-    cli: Cli, container_job: list[str], test_image: Path, tmp_path: Path
-) -> None:
-    image = tmp_path / "scratch" / "gone.sqsh"
-    shutil.copyfile(test_image, image)
-    job = [*container_job, "--container", str(image)]
-    job_id = held_then_released(cli, job, image.unlink)
-    status = ended_after(cli, job_id, None, "container: image missing")
-    assert status["phase"] == "FAILED"
-    assert "pyxis" in status["cause"] and str(image) in status["cause"], status
-    left_clean(job_id)
-
-
-def test_a_missing_mount_source_fails_with_pyxis_s_error_as_the_cause(
-    cli: Cli, container_job: list[str], tmp_path: Path
-) -> None:
-    source = tmp_path / "scratch" / "data"
+def _gone_mount(job: list[str], scratch: Path, image: Path) -> tuple[list[str], Path]:  # noqa: ARG001
+    source = scratch / "data"
     source.mkdir()
-    job_id = held_then_released(cli, [*container_job, "--mount", str(source)], source.rmdir)
-    status = ended_after(cli, job_id, None, "container: mount source missing")
+    return [*job, "--mount", str(source)], source
+
+
+@pytest.mark.parametrize("make", [_gone_image, _gone_mount], ids=["image", "mount source"])
+def test_a_file_gone_after_submit_fails_with_pyxis_s_error_as_the_cause(
+    cli: Cli,
+    container_job: list[str],
+    test_image: Path,
+    tmp_path: Path,
+    make: Callable[[list[str], Path, Path], tuple[list[str], Path]],
+) -> None:
+    """Submitted held (the checks before queueing pass), the image or a mount source removed,
+    then released: pyxis fails the step on the node, and status names pyxis's error and path."""
+    job, path = make(container_job, tmp_path / "scratch", test_image)
+    job_id = submit(cli, [*job, "--set", "slurm.extra_args=[--hold]"], *SLEEPER)
+    path.unlink() if path.is_file() else path.rmdir()
+    subprocess.run(["scontrol", "release", job_id], check=True)
+    status = ended_after(cli, job_id, None, f"container: {path.name} gone")
     assert status["phase"] == "FAILED"
-    assert "pyxis" in status["cause"] and str(source) in status["cause"], status
+    assert "pyxis" in status["cause"] and str(path) in status["cause"], status
     left_clean(job_id)
 
 
