@@ -16,7 +16,6 @@ errors are `[ERROR] MESSAGE` (common::err). srun then names the node:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["PyxisFailure", "find"]
@@ -74,6 +73,11 @@ class _Found:
         )
         return f'"{error}"' if error else self.said
 
+    def say(self, template: str) -> str:
+        return template.format(
+            **self.groups, node=self.node, said=self.said, enroot=self.enroot_error()
+        )
+
 
 def _entries(text: str) -> list[_Entry]:
     lines = text.split("\n")
@@ -97,112 +101,82 @@ def _entries(text: str) -> list[_Entry]:
     return entries
 
 
-def _mount_source(f: _Found) -> str:
-    return (
-        f"the container.mounts source {f.groups['src']} does not exist on {f.node}: {f.said}; "
-        "create it on storage every node sees, or fix container.mounts"
-    )
-
-
-def _mount_failed(f: _Found) -> str:
-    return f"a container mount failed on {f.node}: {f.said}; check container.mounts"
-
-
-def _chdir(f: _Found) -> str:
-    return (
-        f"pyxis could not enter the working directory {f.groups['dir']} in the container on "
-        f"{f.node}: {f.said}; set container.workdir to a dir inside the container, or mount "
-        'the submit dir (e.g. --mount "$PWD")'
-    )
-
-
-def _image_missing(f: _Found) -> str:
-    return (
-        f"container.image {f.groups['path']} does not exist on {f.node}: {f.said}; give the "
-        "absolute path of a .sqsh file every node can read"
-    )
-
-
-def _image_format(f: _Found) -> str:
-    return (
-        f"container.image {f.groups['path']} is not a squashfs image pyxis can start on "
-        f"{f.node}: {f.said}; make one with nrl-launch pull (enroot import)"
-    )
-
-
-def _import(f: _Found) -> str:
-    return (
-        f"pyxis could not import container.image {f.groups['image']} on {f.node}: "
-        f"{f.enroot_error()}; check the reference (a .sqsh file must start with / or .) and "
-        "the registry's credentials (~/.config/enroot/.credentials)"
-    )
-
-
-def _unpack(f: _Found) -> str:
-    return (
-        f"pyxis could not unpack container.image {f.groups['image']} on {f.node}: "
-        f"{f.enroot_error()}"
-    )
-
-
-def _no_container(f: _Found) -> str:
-    return (
-        f"pyxis found no container {f.groups['name']} on {f.node} to enter, and no image to "
-        f"create it from: {f.said}; the job's own step on that node did not start its container"
-    )
-
-
-def _name_taken(f: _Found) -> str:
-    return (
-        f"a container of that name already exists on {f.node}: {f.said}; an earlier job left "
-        "it (enroot list, then enroot remove on that node)"
-    )
-
-
-def _not_running(f: _Found) -> str:
-    return f"the named container is not running on {f.node}: {f.said}"
-
-
-def _generic(f: _Found) -> str:
-    return f"pyxis could not start the container on {f.node}: {f.enroot_error()}"
-
-
 # Most specific first: a container that cannot start also says so in more general words.
-_SIGNATURES: list[tuple[re.Pattern[str], Callable[[_Found], str]]] = [
+# Each cause is a template: the signature's named groups, {node}, {said} (pyxis's line) and
+# {enroot} (enroot's own error line, when pyxis relayed one; else pyxis's).
+_SIGNATURES: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             r'pyxis: error: a container with name "(?P<name>[^"]*)" does not exist, and '
             r"--container-image is not set"
         ),
-        _no_container,
+        (
+            "pyxis found no container {name} on {node} to enter, and no image to "
+            "create it from: {said}; the job's own step on that node did not start its container"
+        ),
     ),
-    (re.compile(r'pyxis: error: "create" flag .* already exists'), _name_taken),
-    (re.compile(r'pyxis: error: "exec" flag .* is not running'), _not_running),
+    (
+        re.compile(r'pyxis: error: "create" flag .* already exists'),
+        (
+            "a container of that name already exists on {node}: {said}; an earlier job left "
+            "it (enroot list, then enroot remove on that node)"
+        ),
+    ),
+    (
+        re.compile(r'pyxis: error: "exec" flag .* is not running'),
+        "the named container is not running on {node}: {said}",
+    ),
     (
         re.compile(r"pyxis: --container-mounts: source path does not exist: (?P<src>.+)$"),
-        _mount_source,
+        (
+            "the container.mounts source {src} does not exist on {node}: {said}; "
+            "create it on storage every node sees, or fix container.mounts"
+        ),
     ),
-    (re.compile(r"enroot-mount: failed to (?:\S+ )?mount: .* at "), _mount_failed),
+    (
+        re.compile(r"enroot-mount: failed to (?:\S+ )?mount: .* at "),
+        "a container mount failed on {node}: {said}; check container.mounts",
+    ),
     (
         re.compile(r"pyxis: couldn't chdir to (?:container cwd )?(?P<dir>.+?): [^:]+$"),
-        _chdir,
+        (
+            "pyxis could not enter the working directory {dir} in the container on "
+            "{node}: {said}; set container.workdir to a dir inside the container, or mount "
+            'the submit dir (e.g. --mount "$PWD")'
+        ),
     ),
     (
         re.compile(
             rf"\[ERROR\] (?:No such file or directory|Invalid argument): (?P<path>{_IMAGE_FILE})$"
         ),
-        _image_missing,
+        (
+            "container.image {path} does not exist on {node}: {said}; give the "
+            "absolute path of a .sqsh file every node can read"
+        ),
     ),
-    (re.compile(r"\[ERROR\] Invalid image format: (?P<path>.+)$"), _image_format),
+    (
+        re.compile(r"\[ERROR\] Invalid image format: (?P<path>.+)$"),
+        (
+            "container.image {path} is not a squashfs image pyxis can start on "
+            "{node}: {said}; make one with nrl-launch pull (enroot import)"
+        ),
+    ),
     (
         re.compile(r"pyxis: failed to import docker image: (?P<image>.+?)(?: \(importer: .*\))?$"),
-        _import,
+        (
+            "pyxis could not import container.image {image} on {node}: "
+            "{enroot}; check the reference (a .sqsh file must start with / or .) and "
+            "the registry's credentials (~/.config/enroot/.credentials)"
+        ),
     ),
     (
         re.compile(r"pyxis: failed to create container filesystem for image: (?P<image>.+)$"),
-        _unpack,
+        ("pyxis could not unpack container.image {image} on {node}: {enroot}"),
     ),
 ]
+
+
+_GENERIC = "pyxis could not start the container on {node}: {enroot}"
 
 
 def find(text: str) -> PyxisFailure | None:
@@ -213,8 +187,8 @@ def find(text: str) -> PyxisFailure | None:
             match = pattern.search(entry.text)
             if match:
                 found = _Found(match.groupdict(), entry, entries)
-                return PyxisFailure(cause(found), entry.index + 1)
+                return PyxisFailure(found.say(cause), entry.index + 1)
     for entry in entries:
         if not entry.relayed and not _BENIGN.match(entry.text):
-            return PyxisFailure(_generic(_Found({}, entry, entries)), entry.index + 1)
+            return PyxisFailure(_Found({}, entry, entries).say(_GENERIC), entry.index + 1)
     return None
