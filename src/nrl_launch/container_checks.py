@@ -286,9 +286,10 @@ def _workdirs(
             Finding(
                 "container.workdir",
                 "container.workdir is not set, so every step starts in the submit dir "
-                f"{where}, which is under no container.mounts destination: pyxis would fail "
-                f'each task ("couldn\'t chdir to {where}"); mount it (--mount "$PWD") or '
-                "set container.workdir to a dir inside the container",
+                f"{where}, which is under no container.mounts destination: in the container it "
+                f'is missing (pyxis fails each task: "couldn\'t chdir to {where}") or holds '
+                'only the job\'s log dir; mount it (--mount "$PWD") or set container.workdir '
+                "to a dir inside the container",
                 error=True,
             )
         )

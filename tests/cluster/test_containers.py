@@ -285,3 +285,23 @@ def test_containers_a_cancelled_job_left_go_with_the_next_job(
     assert result.code == 0, result.err
     left_clean(result.out.strip())
     assert no_container_of(cancelled)
+
+
+def test_an_unmounted_submit_dir_fails_with_pyxis_s_chdir_as_the_cause(
+    cli: Cli, test_image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No container.workdir and a submit dir under no mount: refused before queueing; with
+    --no-check it queues, and pyxis's `couldn't chdir` is the cause status gives."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    # The log dir is mounted, so a submit dir above it would exist in the container (empty).
+    submit_dir = tmp_path / "submit"
+    submit_dir.mkdir()
+    monkeypatch.chdir(submit_dir)
+    job = ["--container", str(test_image), "--log-dir", str(tmp_path / "logs"), "--time", "10"]
+    refused = cli("submit", "-q", *ON_NODE0_AND_1, *job, *SLEEPER)
+    assert refused.code == 2 and "container.workdir" in refused.err, refused.err
+    job_id = submit(cli, [*job, "--no-check"], *SLEEPER)
+    status = ended_after(cli, job_id, None, "container: submit dir not mounted")
+    assert status["phase"] == "FAILED"
+    assert "couldn't chdir" in status["cause"] and str(submit_dir) in status["cause"], status
+    left_clean(job_id)
