@@ -175,9 +175,10 @@ def test_an_unmounted_submit_dir_without_workdir_is_refused_at_submit(tmp_path: 
     assert problem.error and problem.key == "container.workdir"
     assert problem.message == (
         f"container.workdir is not set, so every step starts in the submit dir {tmp_path}, "
-        "which is under no container.mounts destination: pyxis would fail each task "
-        f'("couldn\'t chdir to {tmp_path}"); mount it (--mount "$PWD") or set '
-        "container.workdir to a dir inside the container"
+        "which is under no container.mounts destination: in the container it is missing "
+        f"(pyxis fails each task: \"couldn't chdir to {tmp_path}\") or holds only the job's "
+        'log dir; mount it (--mount "$PWD") or set container.workdir to a dir inside the '
+        "container"
     )
     # render runs where CI checks out, not where the job is submitted from
     assert found(job, tmp_path, on_host=False) == []
