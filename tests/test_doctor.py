@@ -14,6 +14,7 @@ import pytest
 
 import nrl_launch
 from nrl_launch import doctor, node_probe
+from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
@@ -271,17 +272,20 @@ def test_cache_dirs_are_the_set_ones() -> None:
 def test_cache_dirs_inside_a_container_are_checked_where_they_are_mounted_from(
     tmp_path: Path,
 ) -> None:
+    """A cache under no mount is mounted by the job at its own path (container_mounts): it is
+    checked there, as a host dir like any other."""
     job = spec(
         container__image="nvcr.io/nvidia/nemo-rl:v0.4.0",
         container__mounts=[f"{tmp_path}/shared:/shared"],
         caches__hf_home="/shared/hf",
         caches__uv="/root/.cache/uv",
     )
-    dirs, warnings = doctor.shared_dirs(job, tmp_path)
-    assert dirs == [("logs.base_dir", tmp_path / "."), ("caches.hf_home", tmp_path / "shared/hf")]
-    (warning,) = warnings
-    assert warning.name == "caches.uv" and warning.status == "warn"
-    assert "under no container.mounts destination" in warning.detail
+    assert doctor.shared_dirs(job, tmp_path) == [
+        ("logs.base_dir", tmp_path / "."),
+        ("caches.hf_home", tmp_path / "shared/hf"),
+        ("caches.uv", Path("/root/.cache/uv")),
+    ]
+    assert "/root/.cache/uv:/root/.cache/uv" in container_mounts(job)
 
 
 def test_writable_dir_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -411,16 +415,183 @@ def test_probe_fails_when_ray_is_not_on_the_nodes() -> None:
     assert failed[0].detail.startswith("ray is not on PATH after the setup command (PATH=")
 
 
-def test_probe_checks_mount_sources_on_each_node() -> None:
-    job = spec(slurm__nodes=2, container__image="nvcr.io/nvidia/nemo-rl:v0.4.0")
-    found = node_probe.probe_checks(
-        job, report("pyxis-mount-missing"), [("logs.base_dir", Path("/tmp/dr"))]
-    )
-    assert [(c.name, c.detail) for c in found if c.failed] == [
-        ("container.mounts on node0", "source /tmp/ray/doctor-login-only does not exist there"),
-        ("container.mounts on node1", "source /tmp/ray/doctor-login-only does not exist there"),
+# Captured on the dev cluster with the test image (scripts/test-image), 2 nodes: the report and,
+# where a node's container did not start, that node's info step stderr (pyxis's words; the
+# paths shortened, most of enroot's unsquashfs lines left out).
+IN_CONTAINER = """\
+nrl-probe|-|nodes|-|ok|node0 node1
+nrl-probe|node1|host|-|ok|node1
+nrl-probe|node0|host|-|ok|node0
+nrl-probe|node0|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+nrl-probe|node1|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+nrl-probe|node1|container|-|ok|Debian GNU/Linux 12 (bookworm)
+nrl-probe|node0|container|-|ok|Debian GNU/Linux 12 (bookworm)
+nrl-probe|node1|setup|-|ok|
+nrl-probe|node1|ray|-|ok|ray, version 2.60.0 (/opt/venv/bin/ray)
+nrl-probe|node1|write|logs.base_dir|ok|
+nrl-probe|node1|write|caches.hf_home|ok|
+nrl-probe|node1|write|caches.uv|ok|
+nrl-probe|node0|setup|-|ok|
+nrl-probe|node0|ray|-|ok|ray, version 2.60.0 (/opt/venv/bin/ray)
+nrl-probe|node0|write|logs.base_dir|ok|
+nrl-probe|node0|write|caches.hf_home|ok|
+nrl-probe|node0|write|caches.uv|ok|
+nrl-probe|node1|read|logs.base_dir|ok|
+nrl-probe|node1|read|caches.hf_home|ok|
+nrl-probe|node1|read|caches.uv|failed|node0
+nrl-probe|node0|read|logs.base_dir|ok|
+nrl-probe|node0|read|caches.hf_home|ok|
+nrl-probe|node0|read|caches.uv|failed|node1
+nrl-probe|-|done|-|ok|
+"""
+NO_CONTAINER = """\
+nrl-probe|-|nodes|-|ok|node0 node1
+nrl-probe|node0|host|-|ok|node0
+nrl-probe|node1|host|-|ok|node1
+nrl-probe|node1|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+nrl-probe|node0|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+srun: error: node0: task 0: Exited with exit code 1
+srun: error: node1: task 1: Exited with exit code 1
+nrl-probe|-|step|info|failed|srun exited with 1
+nrl-probe|-|done|-|ok|
+"""
+BAD_IMAGE = """\
+slurmstepd-{node}: error: pyxis: child 15212 failed with error code: 1
+slurmstepd-{node}: error: pyxis: failed to create container filesystem for image: /tmp/cap/bad.sqsh
+slurmstepd-{node}: error: pyxis: printing enroot log file:
+slurmstepd-{node}: error: pyxis:     [ERROR] Invalid image format: /tmp/cap/bad.sqsh
+slurmstepd-{node}: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1
+slurmstepd-{node}: error: Failed to invoke spank plugin stack
+slurmstepd-{node}: error: pyxis: child 15230 failed with error code: 1
+"""
+MOUNT_MISSING = """\
+slurmstepd-{node}: error: pyxis: --container-mounts: source path does not exist: /tmp/ray/x
+slurmstepd-{node}: error: pyxis: couldn't create enroot start configuration script
+slurmstepd-{node}: error: pyxis: printing enroot log file:
+slurmstepd-{node}: error: pyxis:     [INFO] Extracting squashfs filesystem...
+slurmstepd-{node}: error: pyxis:     Parallel unsquashfs: Using 2 processors
+slurmstepd-{node}: error: pyxis:     created 17515 files
+slurmstepd-{node}: error: pyxis: container was not started successfully by another task
+slurmstepd-{node}: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1
+slurmstepd-{node}: error: Failed to invoke spank plugin stack
+"""
+IMAGE = spec(slurm__nodes=2, container__image="/tmp/cap/bad.sqsh")
+LOGS = [("logs.base_dir", Path("/tmp/cap"))]
+
+
+def test_probe_in_the_container_reports_the_image_s_ray() -> None:
+    """Captured with the test image, caches.hf_home under a mount and caches.uv=/tmp/ray,
+    which the job mounts at its own path: node-local on the dev cluster, inside or not."""
+    dirs = [*LOGS, ("caches.hf_home", Path("/tmp/cap")), ("caches.uv", Path("/tmp/ray"))]
+    errors = {"node0": "", "node1": ""}
+    found = node_probe.probe_checks(IMAGE, node_probe.parse_probe(IN_CONTAINER), dirs, errors)
+    assert lines(found) == [
+        "ok node0: hostname node0; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
+        "; container: Debian GNU/Linux 12 (bookworm); ray, version 2.60.0 (/opt/venv/bin/ray)",
+        "ok node1: hostname node1; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
+        "; container: Debian GNU/Linux 12 (bookworm); ray, version 2.60.0 (/opt/venv/bin/ray)",
+        "ok logs.base_dir on nodes: all 2 nodes wrote a file in /tmp/cap and saw each other's",
+        "ok caches.hf_home on nodes: all 2 nodes wrote a file in /tmp/cap and saw each other's",
+        "fail caches.uv on node0: does not see the files node1 wrote in /tmp/ray: it is not the "
+        "same dir on every node (not shared storage)",
+        "fail caches.uv on node1: does not see the files node0 wrote in /tmp/ray: it is not the "
+        "same dir on every node (not shared storage)",
     ]
-    assert "not checked: Ray runs inside the container" in found[0].detail
+
+
+@pytest.mark.parametrize(
+    ("stderr", "name", "detail"),
+    [
+        (
+            BAD_IMAGE,
+            "container.image on {node}",
+            "container.image /tmp/cap/bad.sqsh is not a squashfs image pyxis can start on {node}:"
+            ' "pyxis: [ERROR] Invalid image format: /tmp/cap/bad.sqsh"; make one with nrl-launch '
+            "pull (enroot import)",
+        ),
+        (
+            MOUNT_MISSING,
+            "container.mounts on {node}",
+            'the container.mounts source /tmp/ray/x does not exist on {node}: "pyxis: '
+            '--container-mounts: source path does not exist: /tmp/ray/x"; create it on storage '
+            "every node sees, or fix container.mounts",
+        ),
+        # Another Slurm's words, without the node: the node is the file's.
+        (
+            BAD_IMAGE.replace("slurmstepd-{node}:", "slurmstepd:"),
+            "container.image on {node}",
+            "container.image /tmp/cap/bad.sqsh is not a squashfs image pyxis can start on {node}:"
+            ' "pyxis: [ERROR] Invalid image format: /tmp/cap/bad.sqsh"; make one with nrl-launch '
+            "pull (enroot import)",
+        ),
+        (
+            None,
+            "container on {node}",
+            "the probe's info step did not start there: can {node} write in /tmp/cap "
+            "(logs.base_dir)?",
+        ),
+        (
+            "",
+            "container on {node}",
+            "no answer from inside the job's container (its stderr is empty)",
+        ),
+    ],
+    ids=["not-squashfs", "mount-source-missing", "no-node-in-pyxis-line", "no-stderr", "empty"],
+)
+def test_a_container_that_does_not_start_fails_each_node_with_pyxis_s_line(
+    stderr: str | None, name: str, detail: str
+) -> None:
+    """Only that: the steps it ended and the dirs no node wrote in are the same problem."""
+    errors = {n: stderr.format(node=n) if stderr else stderr for n in ("node0", "node1")}
+    found = node_probe.probe_checks(IMAGE, node_probe.parse_probe(NO_CONTAINER), LOGS, errors)
+    assert [(c.name, c.detail) for c in found if c.failed] == [
+        (name.format(node=n), detail.format(node=n)) for n in ("node0", "node1")
+    ]
+    assert len(found) == 4  # each node's own line, then its failure
+
+
+def test_a_container_that_starts_on_some_nodes_only() -> None:
+    """Captured with a mount source that node0 has and node1 does not (pyxis's lines in the
+    report left out): node1 fails once, and the dirs are checked on node0 alone."""
+    report = node_probe.parse_probe("""\
+nrl-probe|-|nodes|-|ok|node0 node1
+nrl-probe|node1|host|-|ok|node1
+nrl-probe|node0|host|-|ok|node0
+nrl-probe|node1|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+nrl-probe|node0|gpus|-|ok|8 (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)
+nrl-probe|node0|container|-|ok|Debian GNU/Linux 12 (bookworm)
+srun: error: node1: task 1: Exited with exit code 1
+nrl-probe|node0|setup|-|ok|
+nrl-probe|node0|ray|-|ok|ray, version 2.60.0 (/opt/venv/bin/ray)
+nrl-probe|node0|write|logs.base_dir|ok|
+nrl-probe|-|step|info|failed|srun exited with 1
+nrl-probe|node0|read|logs.base_dir|failed|node1
+srun: error: node1: task 1: Exited with exit code 1
+nrl-probe|-|step|read|failed|srun exited with 1
+nrl-probe|-|done|-|ok|
+""")
+    errors = {"node0": "", "node1": MOUNT_MISSING.format(node="node1")}
+    found = node_probe.probe_checks(IMAGE, report, LOGS, errors)
+    assert lines(found) == [
+        "ok node0: hostname node0; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)"
+        "; container: Debian GNU/Linux 12 (bookworm); ray, version 2.60.0 (/opt/venv/bin/ray)",
+        "ok node1: hostname node1; 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7; 0 /dev/nvidia*)",
+        "fail container.mounts on node1: the container.mounts source /tmp/ray/x does not exist on "
+        'node1: "pyxis: --container-mounts: source path does not exist: /tmp/ray/x"; create it '
+        "on storage every node sees, or fix container.mounts",
+        "ok logs.base_dir on nodes: node0 wrote a file in /tmp/cap",
+    ]
+
+
+def test_without_a_container_no_node_is_blamed_for_one() -> None:
+    """The same report, for a job without a container: no `container` line is expected."""
+    job = spec(slurm__nodes=2)
+    found = node_probe.probe_checks(job, node_probe.parse_probe(NO_CONTAINER), LOGS)
+    assert lines([c for c in found if c.failed]) == [
+        "fail logs.base_dir on node0: no answer from this node about /tmp/cap",
+        "fail logs.base_dir on node1: no answer from this node about /tmp/cap",
+        "fail on nodes: the probe's info step failed: srun exited with 1",
+    ]
 
 
 def test_probe_report_missing_a_node() -> None:
@@ -461,6 +632,54 @@ def test_probe_request_is_the_job_s_own_request(tmp_path: Path) -> None:
     checked = shellcheck(script)
     assert checked.returncode == 0, checked.stdout
     assert f"'{tmp_path}/logs dir'" in text
+
+
+def test_probe_in_a_container_gets_the_job_s_pyxis_flags(tmp_path: Path) -> None:
+    """The info and read steps run with set_container_args "" (the job's flags, no name): the
+    user's mounts, each cache the job mounts at its own path (here where it would be created),
+    and the log dir; they see each dir where the job's container does, the clean step where
+    the node does."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    job = spec(
+        slurm__nodes=2,
+        container__image="/images/nemo-rl.sqsh",
+        container__mounts=[f"{shared}:/shared:ro"],
+        caches__hf_home="/shared/hf",
+        caches__uv=f"{tmp_path}/uv/cache",
+        logs__base_dir=f"{shared}/logs",
+    )
+    dirs = [(key, doctor._existing(path)) for key, path in doctor.shared_dirs(job, tmp_path)]
+    assert dirs == [("logs.base_dir", shared), ("caches.hf_home", shared), ("caches.uv", tmp_path)]
+    _, text = node_probe.probe_request(job, dirs, tmp_path / "probe.sbatch")
+    script = tmp_path / "probe.sbatch"
+    script.write_text(text)
+    checked = shellcheck(script)
+    assert checked.returncode == 0, checked.stdout
+    # The script's definitions, then what the steps would get, in a real bash.
+    steps = [
+        f"NRL_LOG_DIR={shared} NRL_SUBMIT_DIR=/sub",
+        'set_container_args ""',
+        'printf "%s\\n" "${NRL_PROBE_DIRS[*]}" "${NRL_PROBE_HOST_DIRS[*]}"',
+        'printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"',
+    ]
+    definitions = text.removesuffix("probe_main\n")
+    run = subprocess.run(
+        ["bash", "-c", "\n".join([definitions, *steps])], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.splitlines() == [
+        f"logs.base_dir {shared} caches.hf_home /shared caches.uv {tmp_path}",
+        f"logs.base_dir {shared} caches.hf_home {shared} caches.uv {tmp_path}",
+        "--container-image=/images/nemo-rl.sqsh",
+        f"--container-mounts={shared}:/shared:ro,{tmp_path}:{tmp_path},{shared}:{shared}",
+        "--container-workdir=/sub",
+        "--no-container-mount-home",
+    ]
+    assert 'set_container_args ""' in text
+    # pyxis's words, per node, where doctor reads them.
+    assert '--error="${NRL_LOG_DIR//%/%%}/${NRL_PROBE_PREFIX}info-%N.err"' in text
+    error = node_probe._error_path(shared, "77", "node0")
+    assert error == shared / ".nrl-doctor-77-info-node0.err"
 
 
 def test_probe_script_quotes_every_dir(tmp_path: Path) -> None:
@@ -640,7 +859,7 @@ def test_on_nodes_reports_each_node_and_dir(cli: Cli, slurm: FakeCluster, isolat
     submit = next(c for c in slurm.calls() if "--parsable" in c)
     assert "--output=/dev/null" in submit and "--job-name=nrl-launch-doctor" in submit
     probe = (slurm.bin / "probe.sbatch").read_text()
-    assert f"exec >>{isolated}/.nrl-doctor-" in probe
+    assert f"out={isolated}/.nrl-doctor-" in probe
     assert list(isolated.iterdir()) == []  # the report is removed once read
 
 

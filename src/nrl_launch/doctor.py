@@ -448,10 +448,10 @@ def _cache_dirs(spec: LaunchSpec) -> list[tuple[str, str]]:
     return found
 
 
-def _host_path(spec: LaunchSpec, path: str) -> str | None:
-    """Where a path the job uses inside its container is on the nodes' own file system: the
-    same path without a container; through the mount that holds it in one; None when no
-    mount holds it (it is then inside the container image)."""
+def _host_path(spec: LaunchSpec, path: str) -> str:
+    """Where a cache dir the job uses inside its container is on the nodes' own file system:
+    through the mount that holds it; the same path without a container, or when no mount
+    holds it (the job then mounts it at its own path: backends.slurm.container_mounts)."""
     if spec.container.runtime != "pyxis":
         return path
     # The deepest mount first: /data/hf under both /data and /data/hf is /data/hf's.
@@ -459,27 +459,13 @@ def _host_path(spec: LaunchSpec, path: str) -> str | None:
         dst = mount.dst.rstrip("/")  # "" for a mount at /, which holds every path
         if path == dst or path.startswith(dst + "/"):
             return mount.src.rstrip("/") + path[len(dst) :]
-    return None
+    return path
 
 
-def shared_dirs(spec: LaunchSpec, cwd: Path) -> tuple[list[tuple[str, Path]], list[Check]]:
-    """The dirs every node must share, as host paths: the log dir, then each cache dir (a
-    cache that lives inside the container gives a warning instead)."""
+def shared_dirs(spec: LaunchSpec, cwd: Path) -> list[tuple[str, Path]]:
+    """The dirs every node must share, as host paths: the log dir, then each cache dir."""
     dirs = [("logs.base_dir", cwd / spec.logs.base_dir)]
-    warnings = []
-    for key, path in _cache_dirs(spec):
-        host = _host_path(spec, path)
-        if host is None:
-            warnings.append(
-                _warn(
-                    key,
-                    f"{path} is inside the container, under no container.mounts destination: "
-                    "each node has its own, unless the site's enroot config mounts it",
-                )
-            )
-        else:
-            dirs.append((key, Path(host)))
-    return dirs, warnings
+    return dirs + [(key, Path(_host_path(spec, path))) for key, path in _cache_dirs(spec)]
 
 
 def _existing(path: Path) -> Path:
@@ -521,8 +507,8 @@ def dir_check(key: str, path: Path, created_by: str) -> Check:
 
 
 def dir_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
-    dirs, checks = shared_dirs(spec, cwd)
-    for key, path in dirs:
+    checks = []
+    for key, path in shared_dirs(spec, cwd):
         created_by = "submit" if key == "logs.base_dir" else "its first use"
         checks.append(dir_check(key, path, created_by))
     return checks
@@ -638,10 +624,11 @@ def auth_check(spec: LaunchSpec) -> Check:
 
 
 def ray_auth_on_node(spec: LaunchSpec, node: str, ray_version_line: str) -> Check | None:
-    """Whether the Ray a node reports (`ray, version X`) does what ray.auth asks of it."""
+    """Whether the Ray a node reports (`ray, version X (PATH)`) does what ray.auth asks of it."""
     if spec.ray.auth != "token":
         return None
-    version = ray_version_line.rsplit(" ", 1)[-1]
+    found = re.search(r"version (\S+)", ray_version_line)
+    version = found[1] if found else ray_version_line
     numbers = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if len(numbers) == 2 and numbers < RAY_AUTH_SINCE:
         return _fail(

@@ -1,9 +1,12 @@
 """`nrl-launch doctor --on-nodes`: a short probe job on the job's own nodes.
 
 It checks there what the login node cannot see (templates/doctor-probe.sbatch.j2): each node's
-hostname and GPUs, the setup command and Ray, and that the shared dirs are the same dir on every
-node. `parse_probe` and `probe_checks` are pure (tested on reports captured from the dev
-cluster); `probe_nodes` submits the job through `runner`, waits for it, and removes its files.
+hostname and GPUs, on the node itself; then, where the job's own steps run (in its container,
+with the pyxis flags and mounts the job's steps get, when it has one), the setup command and
+Ray, and that the shared dirs are the same dir on every node. A container that does not start
+on a node is said in pyxis's words (jobs/pyxis_errors.py). `parse_probe` and `probe_checks` are
+pure (tested on reports captured from the dev cluster); `probe_nodes` submits the job through
+`runner`, waits for it, and removes its files.
 """
 
 from __future__ import annotations
@@ -12,19 +15,21 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from nrl_launch import __version__, output
-from nrl_launch.backends.slurm import gpu_flag, sbatch_flags
+from nrl_launch.backends.slurm import container_mounts, gpu_flag, sbatch_flags
 from nrl_launch.doctor import (
     PROBE_PREFIX,
     Check,
     Status,
+    _cache_dirs,
     _existing,
     _fail,
     _gpu_request,
+    _host_path,
     _ok,
     _one_line,
     _run,
@@ -32,6 +37,7 @@ from nrl_launch.doctor import (
     shared_dirs,
 )
 from nrl_launch.errors import SchedulerError
+from nrl_launch.jobs import pyxis_errors
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
@@ -40,14 +46,18 @@ __all__ = ["ProbeReport", "parse_probe", "probe_checks", "probe_nodes", "probe_r
 PROBE_TEMPLATE = "doctor-probe.sbatch.j2"
 # Each line of the probe job's report starts with this (other output, e.g. setup's, does not).
 PROBE_LINE = "nrl-probe|"
+# The steps that run where the job's own steps do: in its container, when it has one.
+_CONTAINER_STEPS = ("info", "read")
+# The keys a pyxis failure can be about, as pyxis_errors names them in its causes.
+_CONTAINER_KEYS = ("container.mounts", "container.workdir", "container.image")
 
 
 @dataclass(frozen=True)
 class ProbeLine:
     node: str
-    what: str  # nodes, host, gpus, setup, ray, mount, write, read, step or done
+    what: str  # nodes, host, gpus, container, setup, ray, write, read, step or done
     key: str
-    status: str  # ok, failed, or skipped (not checked there)
+    status: str  # ok or failed
     detail: str
 
 
@@ -90,7 +100,8 @@ def parse_probe(text: str) -> ProbeReport:
 
 
 def _node_check(spec: LaunchSpec, report: ProbeReport, node: str) -> list[Check]:
-    """One line per node (its host, GPUs and Ray), then one per problem found there."""
+    """One line per node (its host, GPUs, container and Ray), then one per problem found
+    there."""
     host = report.of("host", node)
     if not host:
         return [_fail(node, "no answer from this node: the probe's steps did not run there")]
@@ -103,7 +114,8 @@ def _node_check(spec: LaunchSpec, report: ProbeReport, node: str) -> list[Check]
         if seen.isdigit() and int(seen) < wanted:
             status = "warn"
             facts.append(f"fewer than slurm.gpus_per_node = {wanted}")
-    facts += [ray.detail for ray in report.of("ray", node) if ray.status in ("ok", "skipped")]
+    facts += [f"container: {line.detail or 'started'}" for line in report.of("container", node)]
+    facts += [ray.detail for ray in report.of("ray", node) if ray.status == "ok"]
     problems = [
         _fail(f"setup on {node}", f"the setup command failed ({line.detail})")
         for line in report.of("setup", node)
@@ -112,27 +124,26 @@ def _node_check(spec: LaunchSpec, report: ProbeReport, node: str) -> list[Check]
     problems += [
         _fail(f"ray on {node}", line.detail)
         for line in report.of("ray", node)
-        if line.status not in ("ok", "skipped")
+        if line.status != "ok"
     ]
     problems += [
         found
         for line in report.of("ray", node)
         if line.status == "ok" and (found := ray_auth_on_node(spec, node, line.detail))
     ]
-    problems += [
-        _fail(f"container.mounts on {node}", f"source {line.key} does not exist there")
-        for line in report.of("mount", node)
-        if line.status != "ok"
-    ]
     return [Check(node, status, "; ".join(facts)), *problems]
 
 
-def _dir_checks(report: ProbeReport, key: str, path: Path) -> list[Check]:
-    """Whether each node wrote its file into `path`, and read every other node's there."""
+def _dir_checks(report: ProbeReport, key: str, path: Path, skip: set[str]) -> list[Check]:
+    """Whether each node wrote its file into `path`, and read every other node's there; the
+    nodes in `skip` ran neither step (their container did not start: said once, above)."""
+    nodes = [node for node in report.nodes if node not in skip]
+    if not nodes:
+        return []
     writes = {line.node: line for line in report.of("write", key=key)}
     failed_writes = {n for n, line in writes.items() if line.status != "ok"}
     checks = []
-    for node in report.nodes:
+    for node in nodes:
         name = f"{key} on {node}"
         if node not in writes:
             checks.append(_fail(name, f"no answer from this node about {path}"))
@@ -154,24 +165,119 @@ def _dir_checks(report: ProbeReport, key: str, path: Path) -> list[Check]:
             )
     if checks:
         return checks
-    n = len(report.nodes)
-    if n == 1:
-        return [_ok(f"{key} on nodes", f"{report.nodes[0]} wrote a file in {path}")]
-    return [_ok(f"{key} on nodes", f"all {n} nodes wrote a file in {path} and saw each other's")]
+    if len(nodes) == 1:
+        return [_ok(f"{key} on nodes", f"{nodes[0]} wrote a file in {path}")]
+    every = "all " if len(nodes) == len(report.nodes) else ""
+    return [
+        _ok(
+            f"{key} on nodes",
+            f"{every}{len(nodes)} nodes wrote a file in {path} and saw each other's",
+        )
+    ]
 
 
 def probe_checks(
-    spec: LaunchSpec, report: ProbeReport, dirs: Sequence[tuple[str, Path]]
+    spec: LaunchSpec,
+    report: ProbeReport,
+    dirs: Sequence[tuple[str, Path]],
+    errors: Mapping[str, str | None] | None = None,
 ) -> list[Check]:
-    """The verdicts on a finished probe job's report."""
+    """The verdicts on a finished probe job's report. `errors`: by node, the stderr of its info
+    step (None where there is no such file), which holds pyxis's words when the job's container
+    did not start there."""
     checks: list[Check] = []
+    stopped = _no_container(spec, report)
     for node in report.nodes:
         checks += _node_check(spec, report, node)
+        if node in stopped:
+            checks.append(_container_failure(node, (errors or {}).get(node), dirs[0][1]))
     for key, path in dirs:
-        checks += _dir_checks(report, key, path)
+        checks += _dir_checks(report, key, path, stopped)
     for step in report.of("step"):
+        if stopped and step.key in _CONTAINER_STEPS:
+            continue  # srun failed because a container did not start: said per node above
         checks.append(_fail("on nodes", f"the probe's {step.key} step failed: {step.detail}"))
     return checks
+
+
+# ---- In the job's container ----
+
+
+def _no_container(spec: LaunchSpec, report: ProbeReport) -> set[str]:
+    """The nodes that answered from the host step but not from inside the container."""
+    if spec.container.runtime != "pyxis":
+        return set()
+    inside = {line.node for line in report.of("container")}
+    return {line.node for line in report.of("host")} - inside
+
+
+def _container_failure(node: str, stderr: str | None, log_dir: Path) -> Check:
+    """Why the job's container did not start on `node`, from its info step's stderr: pyxis's
+    line, under the key it is about (container.image, container.mounts, container.workdir)."""
+    if stderr is None:
+        # slurmstepd creates the file before pyxis starts; without it the step never ran.
+        return _fail(
+            f"container on {node}",
+            f"the probe's info step did not start there: can {node} write in {log_dir} "
+            "(logs.base_dir)?",
+        )
+    # pyxis_errors names the node from `slurmstepd-NODE:` (Slurm 22.05 on the dev cluster) or
+    # else from srun's next `srun: error: NODE: task` line, which is in the report, not this
+    # file: this file is one node's, so say which the way srun does.
+    found = pyxis_errors.find(f"{stderr}\nsrun: error: {node}: task 0: Exited with exit code 1\n")
+    if found is None:
+        said = [line.strip() for line in stderr.splitlines() if line.strip()]
+        last = f": {said[-1]}" if said else " (its stderr is empty)"
+        return _fail(f"container on {node}", f"no answer from inside the job's container{last}")
+    key = next((k for k in _CONTAINER_KEYS if k in found.cause), "container")
+    return _fail(f"{key} on {node}", found.cause)
+
+
+def _error_path(log_dir: Path, job_id: str, node: str) -> Path:
+    """The info step's stderr on `node` (srun --error ...-info-%N.err in the template)."""
+    return log_dir / f"{PROBE_PREFIX}{job_id}-info-{node}.err"
+
+
+def _probe_mounts(spec: LaunchSpec, log_dir: Path) -> list[str]:
+    """The job's mounts (backends.slurm.container_mounts): the user's, then each cache dir the
+    job creates and mounts at its own path, here the dir it would be created in (doctor creates
+    nothing, and pyxis cannot mount a source that does not exist). set_container_args adds
+    `log_dir`, as it adds the job's log dir."""
+    mounts = container_mounts(spec)
+    own = len(spec.container.mounts)
+    made = [_existing(Path(m.partition(":")[0])) for m in mounts[own:]]
+    # Never / onto /: the container would be the host's file system.
+    extra = [p for p in dict.fromkeys(made) if p not in (log_dir, Path("/"))]
+    return mounts[:own] + [f"{path}:{path}" for path in extra]
+
+
+def _inside_path(spec: LaunchSpec, key: str, probed: Path) -> str:
+    """Where the job's steps see `probed`, the dir (or its nearest existing parent) that the
+    probe writes in for `key`: without a container, and for the log dir (the job mounts it at its
+    own path), the same path; for a cache, its own path in the container, as far up as `probed`
+    is above the cache's host path."""
+    path = dict(_cache_dirs(spec)).get(key)
+    if spec.container.runtime != "pyxis" or path is None:
+        return str(probed)
+    host = Path(_host_path(spec, path))
+    if not host.is_relative_to(probed):
+        return str(probed)
+    up = len(host.parts) - len(probed.parts)
+    inside = PurePosixPath(path)
+    return str(inside.parents[up - 1] if up > 0 else inside)
+
+
+def _unmountable(log_dir: Path) -> str | None:
+    """Why pyxis cannot mount `log_dir`, the probe's stand-in for the job's log dir, if it
+    cannot."""
+    if any(c in str(log_dir) for c in ",:"):
+        return f"{log_dir} holds ',' or ':', which pyxis cannot mount into the container"
+    if log_dir == Path("/"):
+        return (
+            "logs.base_dir: no parent of it exists but /, which the probe cannot mount into the "
+            "container as the job mounts its log dir: create it first"
+        )
+    return None
 
 
 def probe_request(
@@ -202,11 +308,9 @@ def probe_request(
         spec_json=spec.model_dump_json(),
         gpu_flag=gpu_flag(spec),
         ray=False,  # the probe starts no Ray: the job's values without Ray's ports
-        dirs=[(key, str(path)) for key, path in dirs],
-        mount_sources=[m.src for m in spec.container.mounts]
-        if spec.container.runtime == "pyxis"
-        else [],
-        run_setup=spec.container.runtime == "none",
+        dirs=[(key, _inside_path(spec, key, path)) for key, path in dirs],
+        host_dirs=[(key, str(path)) for key, path in dirs],
+        mounts=",".join(_probe_mounts(spec, dirs[0][1])),
         prefix=PROBE_PREFIX,
         report_dir=str(dirs[0][1]),
     )
@@ -242,6 +346,13 @@ def _read_report(output: Path, patience_s: float = 10.0) -> ProbeReport:
         time.sleep(0.5)
 
 
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def _wait(job_id: str, timeout_s: float, progress: Callable[[str], None]) -> tuple[bool, str]:
     """Wait for the job to end: (True, how it ended) or, at the timeout, (False, its state)."""
     from nrl_launch.jobs import query
@@ -275,9 +386,13 @@ def probe_nodes(
     spec: LaunchSpec, cwd: Path, timeout_s: float, progress: Callable[[str], None]
 ) -> list[Check]:
     """Submit the probe job, wait for it (Ctrl-C cancels it), and judge what it printed."""
-    dirs, _ = shared_dirs(spec, cwd)
+    dirs = shared_dirs(spec, cwd)
     # A dir that does not exist yet is probed where it will be created.
     probed = [(key, _existing(path)) for key, path in dirs]
+    pyxis = spec.container.runtime == "pyxis"
+    problem = _unmountable(probed[0][1]) if pyxis else None
+    if problem:
+        return [_fail("on nodes", f"not run: {problem}")]
     fd, name = tempfile.mkstemp(prefix="nrl-doctor-", suffix=".sbatch")
     script = Path(name)
     try:
@@ -308,6 +423,7 @@ def probe_nodes(
                 )
             ]
         report = _read_report(out)
+        errors = {n: _text(_error_path(out.parent, job_id, n)) for n in report.nodes if pyxis}
     except KeyboardInterrupt:
         _run(["scancel", job_id])
         output.warn(f"cancelled probe job {job_id}")
@@ -322,7 +438,7 @@ def probe_nodes(
                 f"can the nodes write in {out.parent} (logs.base_dir)?",
             )
         ]
-    checks = probe_checks(spec, report, probed)
+    checks = probe_checks(spec, report, probed, errors)
     if not report.done:
         checks.append(_fail("on nodes", f"probe job {job_id} ended before its last step"))
     return checks

@@ -8,6 +8,7 @@ job's cache must not be.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import nrl_launch
-from tests.cluster.conftest import ON_NODE0_AND_1, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, enroot_state, nodes_are_clean
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -35,6 +36,8 @@ SLURM_CHECKS = [
     "slurm.gpus_per_node",
     "sbatch --test-only",
 ]
+# Other jobs on the dev cluster may hold node0 and node1 for minutes.
+PATIENT = ["--probe-timeout", "900"]
 
 
 def checks(out: str) -> dict[str, list[str]]:
@@ -66,8 +69,9 @@ def test_a_job_that_fits_passes_on_its_nodes(
     hf.mkdir()
     started = time.monotonic()
     result = cli(
-        "doctor", "--on-nodes", *ON_NODE0_AND_1, *cluster_job, "--set", f"caches.hf_home={hf}"
-    )
+        "doctor", "--on-nodes", *ON_NODE0_AND_1, *cluster_job, *PATIENT,
+        "--set", f"caches.hf_home={hf}",
+    )  # fmt: skip
     took = time.monotonic() - started
     assert result.code == 0, result.out + result.err
     found = checks(result.out)
@@ -168,6 +172,7 @@ def test_on_nodes_finds_dirs_the_nodes_do_not_share(
         "--on-nodes",
         *ON_NODE0_AND_1,
         *cluster_job,
+        *PATIENT,
         "--set",
         f"caches.hf_home={login_only}",
         "--set",
@@ -198,7 +203,7 @@ def test_on_nodes_with_a_log_dir_the_nodes_cannot_see(
     --output is /dev/null), and doctor says where it looked."""
     job = [*cluster_job]
     job[job.index("--log-dir") + 1] = str(login_only)
-    result = cli("doctor", "--on-nodes", *ON_NODE0_AND_1, *job)
+    result = cli("doctor", "--on-nodes", *ON_NODE0_AND_1, *job, *PATIENT)
     assert result.code == 6, result.out + result.err
     fails = [line for line in result.out.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1, result.out
@@ -213,6 +218,108 @@ def test_on_nodes_with_a_log_dir_the_nodes_cannot_see(
     )
     assert drained.stdout.strip() == ""  # the failed probe took no node out of service
     wait_until(nodes_are_clean, 60)
+
+
+def probe_job(out: str) -> str:
+    return out.split("probe job ", 1)[1].split()[0]
+
+
+def no_container_left(job_id: str) -> bool:
+    """No node keeps a container (or its runtime dir) of the probe job: pyxis removes an
+    unnamed one when its step ends."""
+    ours = re.compile(rf"(?<![0-9]){job_id}(?![0-9])")
+    return not any(
+        ours.search(name)
+        for node in ("node0", "node1")
+        for names in enroot_state(node).values()
+        for name in names
+    )
+
+
+def test_on_nodes_with_a_container_checks_inside_it(
+    cli: Cli, container_job: list[str], tmp_path: Path
+) -> None:
+    """The setup command, Ray and the shared dirs are checked in the job's container, with the
+    job's pyxis flags and mounts; the hostname and GPUs on the node. Only the image has
+    /etc/nrl-test-image and /opt/venv (this machine's Ray is 2.60.0 too, elsewhere), and the
+    cache is written at /shared/hf, where the container sees it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    assert not Path("/etc/nrl-test-image").exists() and not Path("/opt/venv").exists()
+    started = time.monotonic()
+    result = cli(
+        "doctor", "--on-nodes", *ON_NODE0_AND_1, *container_job, *PATIENT,
+        "--mount", f"{shared}:/shared",
+        "--set", "caches.hf_home=/shared/hf",
+        "--set", "setup=test -f /etc/nrl-test-image",
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert result.code == 0, result.out + result.err
+    found = checks(result.out)
+    assert all(line.startswith("ok") for lines in found.values() for line in lines), result.out
+    for node in ("node0", "node1"):
+        (line,) = found[node]
+        assert line.startswith(f"ok    {node}: hostname {node}; 8 GPUs (CUDA_VISIBLE_DEVICES="), (
+            line
+        )
+        assert "; container: Debian GNU/Linux 12 (bookworm); " in line
+        assert line.endswith("; ray, version 2.60.0 (/opt/venv/bin/ray)"), line
+    assert found["logs.base_dir on nodes"] == [
+        f"ok    logs.base_dir on nodes: all 2 nodes wrote a file in {tmp_path} and saw each other's"
+    ]
+    assert found["caches.hf_home on nodes"] == [
+        f"ok    caches.hf_home on nodes: all 2 nodes wrote a file in {shared} and saw each other's"
+    ]
+    assert leftovers(tmp_path, shared) == []
+    assert no_container_left(probe_job(result.out))
+    print(f"doctor --on-nodes in a container, 2 nodes: {took:.1f} s", file=sys.__stderr__)
+
+
+@pytest.mark.parametrize("case", ["image-not-squashfs", "mount-source-on-this-machine-only"])
+def test_on_nodes_a_container_that_does_not_start_fails_on_each_node(
+    cli: Cli,
+    container_job: list[str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    case: str,
+) -> None:
+    """What passes the checks on this machine but not pyxis on the nodes: a file that is no
+    squashfs image, or a mount source that only this machine has. Each node fails once, under
+    the key, in pyxis's words."""
+    job = [*container_job]
+    if case == "image-not-squashfs":
+        bad = tmp_path / "bad.sqsh"
+        bad.write_bytes(os.urandom(64 * 1024))
+        job[job.index("--container") + 1] = str(bad)
+        key = "container.image"
+        said = (
+            f"container.image {bad} is not a squashfs image pyxis can start on {{node}}: "
+            f'"pyxis: [ERROR] Invalid image format: {bad}"; make one with nrl-launch pull '
+            "(enroot import)"
+        )
+    else:
+        login_only: Path = request.getfixturevalue("login_only")
+        job += ["--mount", f"{login_only}:/data"]
+        key = "container.mounts"
+        said = (
+            f"the container.mounts source {login_only} does not exist on {{node}}: "
+            f'"pyxis: --container-mounts: source path does not exist: {login_only}"; create it '
+            "on storage every node sees, or fix container.mounts"
+        )
+    started = time.monotonic()
+    result = cli("doctor", "--on-nodes", *ON_NODE0_AND_1, *job, *PATIENT)
+    took = time.monotonic() - started
+    assert result.code == 6, result.out + result.err
+    assert [line for line in result.out.splitlines() if line.startswith("FAIL")] == [
+        f"FAIL  {key} on {node}: {said.format(node=node)}" for node in ("node0", "node1")
+    ]
+    assert f"ok    {key}: " in result.out  # this machine's check passed
+    assert result.err == (
+        f"nrl-launch: error: doctor: 2 checks failed: {key} on node0, {key} on node1\n"
+    )
+    assert leftovers(tmp_path) == []
+    assert no_container_left(probe_job(result.out))
+    print(f"doctor --on-nodes, {case}, 2 nodes: {took:.1f} s", file=sys.__stderr__)
 
 
 def read_until(proc: subprocess.Popen[str], text: str, timeout: float = 120.0) -> str:

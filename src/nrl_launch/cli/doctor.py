@@ -26,7 +26,8 @@ def doctor(
         bool,
         typer.Option(
             "--on-nodes",
-            help="Also run a short probe job on the job's nodes: shared dirs, GPUs, Ray.",
+            help="Also run a short probe job on the job's nodes: GPUs, then the setup command, "
+            "Ray and the shared dirs as the job sees them (in its container, if it has one).",
         ),
     ] = False,
     probe_timeout: Annotated[
