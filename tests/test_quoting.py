@@ -85,8 +85,9 @@ def spec(**values: object) -> LaunchSpec:
 
 # Words that need no quotes but that shellcheck misreads in a script (found by test_fuzz):
 # `$`, backquotes and a backslash in '...' (SC2016, SC1003), and array elements that look like
-# a comma-separated list or an `[index]=value` (SC2054, SC2191).
-MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x"]
+# a comma-separated list or an `[index]=value` (SC2054, SC2191), and bash's reserved words
+# (SC1010).
+MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x", "then", "fi"]
 
 
 @pytest.mark.parametrize("script", [False, True], ids=["command-line", "script"])

@@ -26,6 +26,12 @@ _MISREAD = re.compile(r"[$`\\]")
 # extglob such as `+(...)` could start), as a mistaken `[index]=value` (SC2191): `a,b`, `=x`,
 # `1=x`, `a+=x`. Such words are quoted in a script.
 _ARRAY_MISREAD = re.compile(r",|(?:^|[+@])[0-9]*=")
+# bash's reserved words need no quotes as an argument either, but shellcheck reads a bare
+# `then` or `fi` in an array or a command as a misplaced keyword (SC1010 and friends).
+_RESERVED = frozenset(
+    "! case coproc do done elif else esac fi for function if in select then time until while "
+    "{ } [[ ]]".split()
+)
 
 
 class ShellWord(str):
@@ -60,7 +66,7 @@ def quote(value: str | int | ShellWord, *, script: bool = False) -> ShellWord:
         )
         return ShellWord(f"$'{escaped}'")
     word = shlex.quote(text)
-    if script and word == text and _ARRAY_MISREAD.search(text):
+    if script and word == text and (_ARRAY_MISREAD.search(text) or text in _RESERVED):
         word = f"'{text}'"
     return ShellWord(word)
 
