@@ -29,8 +29,30 @@ _ARRAY_MISREAD = re.compile(r",|(?:^|[+@])[0-9]*=")
 # bash's reserved words need no quotes as an argument either, but shellcheck reads a bare
 # `then` or `fi` in an array or a command as a misplaced keyword (SC1010 and friends).
 _RESERVED = frozenset(
-    "! case coproc do done elif else esac fi for function if in select then time until while "
-    "{ } [[ ]]".split()
+    [
+        "!",
+        "case",
+        "coproc",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "fi",
+        "for",
+        "function",
+        "if",
+        "in",
+        "select",
+        "then",
+        "time",
+        "until",
+        "while",
+        "{",
+        "}",
+        "[[",
+        "]]",
+    ]
 )
 
 
