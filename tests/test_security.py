@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from nrl_launch import backends
 from nrl_launch.spec import LaunchSpec
@@ -182,3 +183,11 @@ def test_off_drops_a_default_secret() -> None:
     )
     assert spec.optional_secrets == ["HF_TOKEN"]
     assert spec.required_secrets == []
+
+
+@pytest.mark.parametrize("secrets", [[[]], [{"A": 1}], ["HF_TOKEN", 3]])
+def test_a_secrets_list_of_anything_but_names_is_refused(secrets: list[object]) -> None:
+    """Found by the fuzz test: a list holding a list was hashed and raised a TypeError."""
+    with pytest.raises(ValidationError) as refused:
+        LaunchSpec.model_validate({"secrets": secrets, "driver": {"command": ["python"]}})
+    assert "secrets" in str(refused.value)

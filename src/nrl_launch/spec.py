@@ -523,7 +523,8 @@ class LaunchSpec(_Spec):
     @classmethod
     def _secrets_over_defaults(cls, value: Any) -> Any:
         # `secrets: [A, B]` lists required ones; either form adds to the defaults.
-        if isinstance(value, (list, tuple)):
+        # A list of anything but names is left for validation to refuse (not hashed here).
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             value = dict.fromkeys(value, "required")
         return {**DEFAULT_SECRETS, **value} if isinstance(value, dict) else value
 

@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -82,16 +83,23 @@ def test_only_a_client_with_the_job_s_token_gets_in(
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         assert answer.status == 200
-    attached = subprocess.run(
-        [*CLI, "attach", cluster, "--", "ray", "status"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=os.environ,
-        check=False,
-    )
-    assert attached.returncode == 0, attached.stderr
-    assert "Active:" in attached.stdout
+    # `ray status` shows the autoscaler's view, which catches up with the GCS's (where the job
+    # counted both nodes) a few seconds later: ask again until it does, within a bound.
+    deadline = time.monotonic() + 60
+    while True:
+        attached = subprocess.run(
+            [*CLI, "attach", cluster, "--", "ray", "status"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=os.environ,
+            check=False,
+        )
+        assert attached.returncode == 0, attached.stderr
+        assert "Active:" in attached.stdout
+        if attached.stdout.count(" node_") >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert attached.stdout.count(" node_") >= 2, attached.stdout  # both nodes, active
 
     # The token is in its file only: not in the logs, the script, the spec or the record.
