@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["Request", "plan"]
+__all__ = ["Request", "batch_output", "plan"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,13 @@ class Request:
     def command_line(self) -> str:
         """`argv` as one bash command line, quoted so that it can be pasted into a shell."""
         return str(join(self.argv))
+
+
+def batch_output(backend: str, job_id: str) -> str:
+    """The name of the job's own output file, beside its log dirs: the batch script's and its
+    steps' stdout and stderr (sbatch --output on Slurm), where pyxis and enroot say why a
+    container did not start. `job_id` may be Slurm's `%j`."""
+    return f"{job_id}.out" if backend == "local" else f"slurm-{job_id}.out"
 
 
 def plan(spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID") -> Request:

@@ -7,7 +7,7 @@ exactly what would be submitted.
 from __future__ import annotations
 
 from nrl_launch import __version__
-from nrl_launch.backends import Request
+from nrl_launch.backends import Request, batch_output
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
@@ -38,7 +38,7 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         # site default such as SBATCH_EXPORT=NONE.
         "--export=ALL",
         # The log dir is made by the job itself, so sbatch's own output goes next to it.
-        f"--output={spec.logs.base_dir}/slurm-%j.out",
+        f"--output={spec.logs.base_dir}/{batch_output('slurm', '%j')}",
     ]
     optional = {
         "--account": s.account,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from nrl_launch import paths
-from nrl_launch.backends import Request
+from nrl_launch.backends import Request, batch_output
 from nrl_launch.errors import ConfigError, SchedulerError, UsageError
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
@@ -77,7 +77,9 @@ def launch(
     pid = None
     try:
         if spec.backend == "local":
-            pid = runner.spawn(list(request.argv), cwd=cwd, output=base / f"{job_id}.out")
+            pid = runner.spawn(
+                list(request.argv), cwd=cwd, output=base / batch_output(spec.backend, job_id)
+            )
         else:
             done = runner.run(list(request.argv))
     except SchedulerError:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from nrl_launch.backends import batch_output
 from nrl_launch.errors import JobNotFoundError, StateError, UnreadableRecordError, UsageError
 from nrl_launch.paths import read_text, write_atomically
 
@@ -47,11 +48,8 @@ class JobRecord(BaseModel):
 
     @property
     def batch_output(self) -> Path:
-        """The batch job's own output, next to its log dirs: the script's and its srun steps'
-        stdout and stderr (sbatch --output, backends/slurm.py), where pyxis and enroot say
-        why a container did not start; a local job's is <JOBID>.out (jobs/launch.py)."""
-        name = f"slurm-{self.job_id}.out" if self.backend == "slurm" else f"{self.job_id}.out"
-        return Path(self.log_dir).parent / name
+        """The job's own output, next to its log dirs (backends.batch_output)."""
+        return Path(self.log_dir).parent / batch_output(self.backend, self.job_id)
 
     def node_index(self, value: str, also: str = "") -> int:
         """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted
