@@ -1,0 +1,9 @@
+"""GRPO on the toy task: `uv run examples/run_grpo.py [--config FILE] [OVERRIDES...]`."""
+
+import sys
+from pathlib import Path
+
+from tiny_rl.grpo import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:], Path(__file__).parent / "configs" / "grpo_tiny.yaml"))

@@ -1,0 +1,1 @@
+"""tiny-rl: a miniature of NeMo RL."""
