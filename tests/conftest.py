@@ -122,3 +122,30 @@ def wait_until(predicate: Callable[[], object], timeout: float = 120.0) -> None:
 def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     """Fake Slurm commands first on PATH (each refuses until a test says what it answers)."""
     return install(tmp_path, monkeypatch, alone=False)
+
+
+TINY_RL = EXAMPLES / "tiny-rl"
+
+
+def readme_block(marker: str) -> list[str]:
+    """The commands of the README's ```bash block that holds `marker`, one per line."""
+    blocks = (REPO / "README.md").read_text().split("```bash\n")[1:]
+    (block,) = [b.split("```")[0] for b in blocks if marker in b]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def tiny_rl() -> Path:
+    """examples/tiny-rl with its env, made by the README's own command for it (uv from the venv
+    these tests run in): torch, Ray and tiny-rl in examples/tiny-rl/.venv."""
+    uv = Path(sys.prefix) / "bin" / "uv"
+    if not uv.exists():
+        unavailable(f"{sys.prefix} has no uv: pip install -e '.[dev,local]'")
+    (make_env,) = [line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line]
+    env = {**os.environ, "PATH": f"{uv.parent}:{os.environ['PATH']}"}
+    env.pop("VIRTUAL_ENV", None)
+    made = subprocess.run(
+        ["bash", "-c", make_env.split("#")[0]], cwd=TINY_RL, env=env, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    return TINY_RL

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Cli, ray_processes, wait_until
+from tests.conftest import REPO, TINY_RL, Cli, ray_processes, readme_block, wait_until
 from tests.test_jobs import make_record
 
 
-def readme_main_job() -> list[str]:
-    lines = (REPO / "README.md").read_text().splitlines()
-    (command,) = [line for line in lines if line.startswith("nrl-launch submit --backend local")]
+def readme_cluster_check() -> list[str]:
+    (command,) = readme_block("examples/cluster_check.py --nodes 1")
     return shlex.split(command)[1:]
 
 
@@ -30,8 +30,8 @@ def here(ray_venv: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     return isolated
 
 
-def test_readme_main_job_runs_here(cli: Cli, here: Path) -> None:
-    result = cli(*readme_main_job())
+def test_readme_cluster_check_runs_here(cli: Cli, here: Path) -> None:
+    result = cli(*readme_cluster_check())
     assert result.code == 0, result.out + result.err
     job_id = result.out.split()[2]
     assert result.out.rstrip().endswith(
@@ -46,6 +46,39 @@ def test_readme_main_job_runs_here(cli: Cli, here: Path) -> None:
     assert cli("logs", job_id, "--tail", "1").out.startswith("placed 2 actors")
     listed = json.loads(cli("list", "--json").out)["jobs"]
     assert [j["job_id"] for j in listed] == [job_id] and listed[0]["backend"] == "local"
+    assert not ray_processes()
+
+
+@pytest.fixture
+def fresh_tiny_rl(tiny_rl: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """examples/tiny-rl without what an earlier run of its main job left (checkpoints, logs),
+    and jobs recorded in tmp."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
+    for left in [tiny_rl / "results", tiny_rl / "logs", *tiny_rl.glob("local-*")]:
+        shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
+    return tiny_rl
+
+
+def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
+    """The README's main job, its commands as written, from the repository root: a GRPO run
+    that places its work on both GPUs, learns, and checkpoints."""
+    commands = readme_block("examples/configs/grpo_tiny.yaml")
+    env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}"}
+    env.pop("VIRTUAL_ENV", None)
+    run = subprocess.run(
+        ["bash", "-ec", "\n".join(commands)], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "COMPLETED  driver exited with code 0" in run.stdout.splitlines()[-1]
+    (log_dir,) = fresh_tiny_rl.glob("local-*-logs")
+    driver = (log_dir / "ray-driver.log").read_text()
+    assert "placement: 2 FSDP2 training rank(s) (gloo), 2 generation engine(s) x TP1" in driver
+    assert "GPU 0: train rank 0, generation engine 0 TP rank 0" in driver
+    assert "done: 20 steps" in driver
+    (exp,) = (fresh_tiny_rl / "logs").glob("exp_*")
+    rewards = [json.loads(line)["reward"] for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.15, rewards
+    assert (fresh_tiny_rl / "results" / "grpo" / "step_20" / "policy" / "weights.pt").is_file()
     assert not ray_processes()
 
 

@@ -31,7 +31,9 @@ def connect(address: str) -> None:
     os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
     ray.init(
         address=address,
-        runtime_env={"py_executable": sys.executable},
+        # c10d warns on every connection that a node's hostname does not resolve to it (as in
+        # the dev cluster's namespaces); the rendezvous uses addresses, so that is noise.
+        runtime_env={"py_executable": sys.executable, "env_vars": {"TORCH_CPP_LOG_LEVEL": "ERROR"}},
         log_to_driver=True,
         logging_level="WARNING",
     )

@@ -16,6 +16,7 @@ import ray
 import torch
 
 from tiny_rl import task
+from tiny_rl.config import fail
 from tiny_rl.metrics import say
 from tiny_rl.run import Run
 
@@ -35,8 +36,7 @@ def main(argv: list[str], default_config: Path) -> int:
     vocab = int(run.model["vocab_size"])
     temperature = float(gen_cfg.get("temperature", 1.0))
     if temperature != 1.0:
-        run_fail = "policy.generation.temperature must be 1.0 (tiny-rl trains on the raw policy)"
-        raise SystemExit(f"error: {run_fail}")
+        fail(f"policy.generation.temperature={temperature}: tiny-rl samples at 1.0 only")
     train, engines = run.workers.train, run.workers.engines
     step = run.step
     push(engines, train, step)

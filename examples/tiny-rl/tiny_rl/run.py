@@ -54,10 +54,14 @@ class Run:
         placement = self.workers.placement
         (self.exp_dir / "placement.json").write_text(json.dumps(placement, indent=2))
         t, g = placement["training"], placement["generation"]
-        say(
-            f"placement: {t['gpus']} FSDP2 training rank(s) ({placement['backend']}), "
+        engines = (
             f"{g['engines']} generation engine(s) x TP{g['tp']} on {g['gpus']} GPU(s)"
-            f"{', colocated' if g['colocated'] else ''}; "
+            f"{', colocated' if g['colocated'] else ''}"
+            if g["engines"]
+            else "no generation"
+        )
+        say(
+            f"placement: {t['gpus']} FSDP2 training rank(s) ({placement['backend']}), {engines}; "
             f"every GPU carries work ({self.workers.started_s:.1f} s to start)"
         )
         for node in placement["nodes"]:

@@ -1,0 +1,177 @@
+"""The GRPO and SFT runs of examples/tiny-rl, launched as a user launches NeMo RL: `nrl-launch
+submit grpo --config FILE OVERRIDES` from the project's directory, `uv run` on the head, FSDP2
+training and generation engines on every GPU of the allocation, checkpoints and resumption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.conftest import job_status, node_pids, nodes_are_clean
+from tests.conftest import Cli, wait_until
+
+pytestmark = pytest.mark.cluster
+GRPO = "examples/configs/grpo_tiny.yaml"
+SFT = "examples/configs/sft_tiny.yaml"
+# Generation apart from training: node 0 trains (FSDP2 over 2 ranks), node 1 holds one
+# generation engine split over its 2 GPUs (TP2).
+NON_COLOCATED_TP2 = [
+    "policy.generation.colocated.enabled=false",
+    "policy.generation.colocated.resources.num_nodes=1",
+    "policy.generation.colocated.resources.gpus_per_node=2",
+    "policy.generation.vllm_cfg.tensor_parallel_size=2",
+]
+COLOCATED_TP2 = ["policy.generation.vllm_cfg.tensor_parallel_size=2"]
+
+
+@pytest.fixture
+def project(
+    tiny_rl: Path, dev_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:  # noqa: ARG001 - dev_cluster: asked for so that the cluster is up
+    """In the project's directory (its nrl-launch.yaml: Ray and uv from its .venv); returns the
+    job's flags and the overrides that put its logs and checkpoints in tmp."""
+    monkeypatch.chdir(tiny_rl)
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    return [
+        "--container-runtime",
+        "none",
+        "--log-dir",
+        str(tmp_path / "jobs"),
+        "--time",
+        "10",
+        f"logger.log_dir={tmp_path / 'logs'}",
+        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
+    ]
+
+
+def runs(tmp_path: Path) -> list[Path]:
+    """The driver's log dirs, one per run (exp_001, exp_002, ...)."""
+    return sorted((tmp_path / "logs").glob("exp_*"))
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def driver_log(cli: Cli, job_id: str) -> str:
+    return (Path(job_status(cli, job_id)["log_dir"]) / "ray-driver.log").read_text()
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "overrides"),
+    [(2, NON_COLOCATED_TP2), (4, COLOCATED_TP2)],
+    ids=["2-nodes-non-colocated-tp2", "4-nodes-colocated-tp2"],
+)
+def test_grpo_puts_work_on_every_gpu_and_learns(
+    cli: Cli, project: list[str], tmp_path: Path, nodes: int, overrides: list[str]
+) -> None:
+    args = ["--config", GRPO, f"cluster.num_nodes={nodes}", *overrides]
+    planned = cli("plan", "--json", *args)
+    assert planned.code == 0, planned.err
+    plan = json.loads(planned.out)
+
+    result = cli("submit", "--wait", "-q", "grpo", *args, *project)
+    assert result.code == 0, result.out + result.err
+    job_id = result.out.split()[0]
+    (run,) = runs(tmp_path)
+
+    # The driver placed what `plan` showed, on every GPU of every node of the job.
+    placed = json.loads((run / "placement.json").read_text())
+    assert placed["training"] == {"gpus": plan["training"]["gpus"], "dp": plan["training"]["dp"], "tp": 1}
+    assert placed["generation"] == {
+        "gpus": plan["generation"]["gpus"],
+        "tp": plan["generation"]["tp"],
+        "engines": plan["generation"]["instances"],
+        "colocated": plan["generation"]["colocated"],
+    }
+    roles = sorted((n["training_gpus"], n["generation_gpus"]) for n in placed["nodes"])
+    assert roles == sorted((n["training_gpus"], n["generation_gpus"]) for n in plan["layout"])
+    assert len({n["hostname"] for n in placed["nodes"]}) == nodes
+    assert all(work for n in placed["nodes"] for work in n["gpus"].values())
+    log = driver_log(cli, job_id)
+    assert "every GPU carries work" in log
+
+    # Every step ran, generation agreed with training after every push, and the reward rose.
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == list(range(1, 21))
+    assert max(m["logprob_error"] for m in steps) < 1e-3
+    rewards = [m["reward"] for m in steps]
+    assert mean(rewards[-5:]) > mean(rewards[:5]) + 0.15, rewards
+    assert all(m["generation_s"] > 0 and m["weight_sync_s"] > 0 for m in steps)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step_10", "step_15", "step_20"]
+    assert "done: 20 steps" in log
+    wait_until(nodes_are_clean, 60)
+
+
+def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -> None:
+    result = cli("submit", "--wait", "-q", "sft", "--config", SFT, "cluster.num_nodes=2", *project)
+    assert result.code == 0, result.out + result.err
+    (run,) = runs(tmp_path)
+    placed = json.loads((run / "placement.json").read_text())
+    assert placed["training"]["gpus"] == 4 and placed["generation"]["gpus"] == 0
+    losses = [m["loss"] for m in metrics(run)]
+    assert len(losses) == 20 and losses[-1] < losses[0] / 10, losses
+
+
+def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
+    cli: Cli, project: list[str], tmp_path: Path
+) -> None:
+    """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver; the
+    first cannot finish 350 steps in that time, saves and ends; the second resumes and ends
+    at step 350, with every step run exactly once."""
+    args = ["--config", GRPO, "cluster.num_nodes=2", "grpo.max_num_steps=350", "checkpointing.save_period=50"]
+    flags = [*project, "--time", "3", "--set", "nemo_rl.checkpoint_margin_min=1"]
+    result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
+    assert result.code == 0, result.err
+    first, second = result.out.split()
+    for job_id in (first, second):
+        wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ("COMPLETED", "FAILED"), 600)
+        assert job_status(cli, job_id)["phase"] == "COMPLETED", job_status(cli, job_id)
+    one, two = runs(tmp_path)
+    done_first = [m["step"] for m in metrics(one)]
+    assert 0 < len(done_first) < 350
+    assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, first)
+    assert f"resumed from {tmp_path / 'ckpt'}/step_{done_first[-1]}" in driver_log(cli, second)
+    done_second = [m["step"] for m in metrics(two)]
+    assert done_first + done_second == list(range(1, 351))
+
+
+def test_worker_killed_mid_training_fails_fast_and_a_resubmit_resumes(
+    cli: Cli, project: list[str], tmp_path: Path
+) -> None:
+    args = ["--config", GRPO, "cluster.num_nodes=2", "checkpointing.save_period=5"]
+    on_node0_and_1 = ["--set", "slurm.exclude=node[2-3]"]  # node0 is the head, node1 a worker
+    job_id = cli(
+        "submit", "-q", "grpo", *args, "grpo.max_num_steps=1000", *project, *on_node0_and_1
+    ).out.strip()
+
+    def saved() -> bool:
+        return (tmp_path / "ckpt" / "step_10").is_dir()
+
+    wait_until(saved, 300)
+    pids = node_pids("node1", "raylet")
+    assert pids
+    killed_at = time.time()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: job_status(cli, job_id)["phase"] == "FAILED", 120)
+    assert time.time() - killed_at < 60
+    assert "Ray on node node1 exited" in job_status(cli, job_id)["detail"]
+    wait_until(nodes_are_clean, 60)
+
+    latest = max(int(p.name[5:]) for p in (tmp_path / "ckpt").glob("step_*"))
+    result = cli("submit", "--wait", "-q", "grpo", *args, f"grpo.max_num_steps={latest + 5}", *project)
+    assert result.code == 0, result.out + result.err
+    resumed = runs(tmp_path)[-1]
+    assert [m["step"] for m in metrics(resumed)] == list(range(latest + 1, latest + 6))
+    assert f"resumed from {tmp_path / 'ckpt'}/step_{latest}" in driver_log(cli, result.out.split()[0])
