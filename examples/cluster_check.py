@@ -34,8 +34,11 @@ def main() -> int:
     nodes = sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: n["NodeManagerHostname"])
     for n in nodes:
         res = n["Resources"]
-        print(f"node {n['NodeManagerHostname']} {n['NodeManagerAddress']}: "
-              f"{res.get('GPU', 0):g} GPUs, {res.get('CPU', 0):g} CPUs", flush=True)
+        print(
+            f"node {n['NodeManagerHostname']} {n['NodeManagerAddress']}: "
+            f"{res.get('GPU', 0):g} GPUs, {res.get('CPU', 0):g} CPUs",
+            flush=True,
+        )
     if args.nodes is not None and len(nodes) != args.nodes:
         print(f"FAIL: {len(nodes)} nodes joined, expected {args.nodes}", flush=True)
         return 1
@@ -49,7 +52,9 @@ def main() -> int:
     ray.get(group.ready(), timeout=120)
     actors = [
         GpuActor.options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                group, placement_group_bundle_index=i
+            )
         ).remote()
         for i in range(total)
     ]

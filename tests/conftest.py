@@ -141,7 +141,9 @@ def tiny_rl() -> Path:
     uv = Path(sys.prefix) / "bin" / "uv"
     if not uv.exists():
         unavailable(f"{sys.prefix} has no uv: pip install -e '.[dev,local]'")
-    (make_env,) = [line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line]
+    (make_env,) = [
+        line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line
+    ]
     env = {**os.environ, "PATH": f"{uv.parent}:{os.environ['PATH']}"}
     env.pop("VIRTUAL_ENV", None)
     made = subprocess.run(

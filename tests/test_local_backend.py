@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TINY_RL, Cli, ray_processes, readme_block, wait_until
+from tests.conftest import REPO, Cli, ray_processes, readme_block, wait_until
 from tests.test_jobs import make_record
 
 
@@ -76,7 +76,9 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     assert "GPU 0: train rank 0, generation engine 0 TP rank 0" in driver
     assert "done: 20 steps" in driver
     (exp,) = (fresh_tiny_rl / "logs").glob("exp_*")
-    rewards = [json.loads(line)["reward"] for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    rewards = [
+        json.loads(line)["reward"] for line in (exp / "metrics.jsonl").read_text().splitlines()
+    ]
     assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.15, rewards
     assert (fresh_tiny_rl / "results" / "grpo" / "step_20" / "policy" / "weights.pt").is_file()
     assert not ray_processes()

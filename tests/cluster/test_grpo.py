@@ -7,14 +7,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - CI runs 3.11
+    import tomli as tomllib
+
 import pytest
 
 from tests.cluster.conftest import job_status, node_pids, nodes_are_clean
-from tests.conftest import Cli, wait_until
+from tests.conftest import REPO, Cli, wait_until
 
 pytestmark = pytest.mark.cluster
 GRPO = "examples/configs/grpo_tiny.yaml"
@@ -32,8 +39,11 @@ COLOCATED_TP2 = ["policy.generation.vllm_cfg.tensor_parallel_size=2"]
 
 @pytest.fixture
 def project(
-    tiny_rl: Path, dev_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> list[str]:  # noqa: ARG001 - dev_cluster: asked for so that the cluster is up
+    tiny_rl: Path,
+    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[str]:
     """In the project's directory (its nrl-launch.yaml: Ray and uv from its .venv); returns the
     job's flags and the overrides that put its logs and checkpoints in tmp."""
     monkeypatch.chdir(tiny_rl)
@@ -87,7 +97,11 @@ def test_grpo_puts_work_on_every_gpu_and_learns(
 
     # The driver placed what `plan` showed, on every GPU of every node of the job.
     placed = json.loads((run / "placement.json").read_text())
-    assert placed["training"] == {"gpus": plan["training"]["gpus"], "dp": plan["training"]["dp"], "tp": 1}
+    assert placed["training"] == {
+        "gpus": plan["training"]["gpus"],
+        "dp": plan["training"]["dp"],
+        "tp": 1,
+    }
     assert placed["generation"] == {
         "gpus": plan["generation"]["gpus"],
         "tp": plan["generation"]["tp"],
@@ -108,7 +122,11 @@ def test_grpo_puts_work_on_every_gpu_and_learns(
     rewards = [m["reward"] for m in steps]
     assert mean(rewards[-5:]) > mean(rewards[:5]) + 0.15, rewards
     assert all(m["generation_s"] > 0 and m["weight_sync_s"] > 0 for m in steps)
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step_10", "step_15", "step_20"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        "step_10",
+        "step_15",
+        "step_20",
+    ]
     assert "done: 20 steps" in log
     wait_until(nodes_are_clean, 60)
 
@@ -129,7 +147,13 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver; the
     first cannot finish 350 steps in that time, saves and ends; the second resumes and ends
     at step 350, with every step run exactly once."""
-    args = ["--config", GRPO, "cluster.num_nodes=2", "grpo.max_num_steps=350", "checkpointing.save_period=50"]
+    args = [
+        "--config",
+        GRPO,
+        "cluster.num_nodes=2",
+        "grpo.max_num_steps=350",
+        "checkpointing.save_period=50",
+    ]
     flags = [*project, "--time", "3", "--set", "nemo_rl.checkpoint_margin_min=1"]
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
@@ -170,8 +194,68 @@ def test_worker_killed_mid_training_fails_fast_and_a_resubmit_resumes(
     wait_until(nodes_are_clean, 60)
 
     latest = max(int(p.name[5:]) for p in (tmp_path / "ckpt").glob("step_*"))
-    result = cli("submit", "--wait", "-q", "grpo", *args, f"grpo.max_num_steps={latest + 5}", *project)
+    result = cli(
+        "submit", "--wait", "-q", "grpo", *args, f"grpo.max_num_steps={latest + 5}", *project
+    )
     assert result.code == 0, result.out + result.err
     resumed = runs(tmp_path)[-1]
     assert [m["step"] for m in metrics(resumed)] == list(range(latest + 1, latest + 6))
-    assert f"resumed from {tmp_path / 'ckpt'}/step_{latest}" in driver_log(cli, result.out.split()[0])
+    assert f"resumed from {tmp_path / 'ckpt'}/step_{latest}" in driver_log(
+        cli, result.out.split()[0]
+    )
+
+
+def uv_machine_config() -> tuple[list[str], list[str]]:
+    """This machine's uv config (/etc/uv/uv.toml, where .ci/run tells uv what pip is told) and
+    the find-links dirs it names, to mount into a container: (mount flags, their paths)."""
+    config = Path("/etc/uv/uv.toml")
+    if not config.is_file():
+        return [], []
+    links = [p for p in tomllib.loads(config.read_text()).get("find-links", []) if Path(p).is_dir()]
+    paths = [str(config), *links]
+    return [flag for p in paths for flag in ("--mount", f"{p}:{p}:ro")], paths
+
+
+def test_grpo_in_containers_with_an_env_made_in_the_image(
+    cli: Cli, tiny_rl: Path, test_image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same run in pyxis containers of the test image: Ray from the image on every node, the
+    driver and its actors in a uv env made in the image first (`nrl-launch run`, on a node,
+    offline from the shared uv cache), as NeMo RL's container runs `uv run` in its own env."""
+    monkeypatch.chdir(tiny_rl)
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    uv_cache = subprocess.run(
+        [str(Path(sys.prefix) / "bin" / "uv"), "cache", "dir"], capture_output=True, text=True
+    ).stdout.strip()
+    mounts, _ = uv_machine_config()
+    venv = tmp_path / "venv"
+    common = [
+        "--container", str(test_image),
+        "--mount", f"{REPO}:{REPO}:ro",
+        "--mount", str(tmp_path),
+        *mounts,
+        "--set", f"caches.uv={uv_cache}",
+        "--set", "setup=:",  # not the project's: Ray comes from the image
+        "--log-dir", str(tmp_path / "jobs"),
+        "--time", "10",
+    ]  # fmt: skip
+    made = cli(
+        "run", "--wait", "-q", "--gpus-per-node", "0", *common, "--env", "UV_OFFLINE=1", "--",
+        "bash", "-c", f"uv venv -q --python /usr/bin/python3 {venv} && "
+        f"VIRTUAL_ENV={venv} uv pip install -q -e .",
+    )  # fmt: skip
+    assert made.code == 0, made.out + made.err
+
+    result = cli(
+        "submit", "--wait", "-q", "grpo", "--config", GRPO, "cluster.num_nodes=2",
+        f"logger.log_dir={tmp_path / 'logs'}", f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
+        *common, "--env", f"UV_PROJECT_ENVIRONMENT={venv}",
+    )  # fmt: skip
+    assert result.code == 0, result.out + result.err
+    (run,) = runs(tmp_path)
+    placed = json.loads((run / "placement.json").read_text())
+    assert len({n["hostname"] for n in placed["nodes"]}) == 2
+    actors = [*placed["actors"]["train"], *(r for e in placed["actors"]["generation"] for r in e)]
+    assert {a["python"] for a in actors} == {str(venv / "bin" / "python")}
+    rewards = [m["reward"] for m in metrics(run)]
+    assert len(rewards) == 20 and mean(rewards[-5:]) > mean(rewards[:5]) + 0.15, rewards

@@ -54,7 +54,7 @@ class Checkpoints:
         final = self.root / f"step_{step}"
         if final.exists():  # the same step saved again (a rerun): replace it whole
             shutil.rmtree(final)
-        os.rename(tmp, final)
+        tmp.rename(final)
         self._prune()
         return final
 
@@ -64,7 +64,9 @@ class Checkpoints:
     def _prune(self) -> None:
         if not self.keep:
             return
-        steps = sorted(int(m.group(1)) for p in self.root.iterdir() if (m := STEP.fullmatch(p.name)))
+        steps = sorted(
+            int(m.group(1)) for p in self.root.iterdir() if (m := STEP.fullmatch(p.name))
+        )
         for step in steps[: -int(self.keep)]:
             shutil.rmtree(self.root / f"step_{step}", ignore_errors=True)
 

@@ -48,12 +48,15 @@ class Slot:
 
 def reserve(nodes: int, gpus_per_node: int, timeout_s: float = 120) -> list[list[Slot]]:
     """A placement group per node; waits until Ray has placed them all."""
-    groups = [placement_group([{"GPU": 1}] * gpus_per_node, strategy="STRICT_PACK") for _ in range(nodes)]
+    groups = [
+        placement_group([{"GPU": 1}] * gpus_per_node, strategy="STRICT_PACK") for _ in range(nodes)
+    ]
     ready = [pg.ready() for pg in groups]
     done, pending = ray.wait(ready, num_returns=len(ready), timeout=timeout_s)
     if pending:
         raise RuntimeError(
-            f"Ray placed {len(done)} of {nodes} node(s) x {gpus_per_node} GPU(s) in {timeout_s:.0f} s: "
+            f"Ray placed {len(done)} of {nodes} node(s) x {gpus_per_node} GPU(s) "
+            f"in {timeout_s:.0f} s: "
             f"the cluster has {ray.cluster_resources().get('GPU', 0):.0f} GPU(s) "
             "(cluster.num_nodes / cluster.gpus_per_node must match the job)"
         )
@@ -92,13 +95,17 @@ def _engines(nodes: Sequence[list[Slot]], tp: int) -> list[list[Slot]]:
     engines = []
     for node in nodes:
         if len(node) % tp:
-            raise RuntimeError(f"vLLM TP {tp} does not divide the {len(node)} generation GPU(s) of a node")
+            raise RuntimeError(
+                f"vLLM TP {tp} does not divide the {len(node)} generation GPU(s) of a node"
+            )
         engines += [node[i : i + tp] for i in range(0, len(node), tp)]
     return engines
 
 
 def start(cls: type, slot: Slot, share: float) -> Any:
-    strategy = PlacementGroupSchedulingStrategy(placement_group=slot.pg, placement_group_bundle_index=slot.gpu)
+    strategy = PlacementGroupSchedulingStrategy(
+        placement_group=slot.pg, placement_group_bundle_index=slot.gpu
+    )
     return ray.remote(num_cpus=0, num_gpus=share, scheduling_strategy=strategy)(cls).remote()
 
 
@@ -127,7 +134,9 @@ def launch(layout: Layout, model: dict[str, Any], seed: int, optim: dict[str, An
     backend = form_group(train)
     for engine in engines:
         form_group(engine)
-    ray.get([a.setup.remote(model, seed, optim["lr"], optim.get("weight_decay", 0.0)) for a in train])
+    ray.get(
+        [a.setup.remote(model, seed, optim["lr"], optim.get("weight_decay", 0.0)) for a in train]
+    )
     ray.get([a.setup.remote(model) for engine in engines for a in engine])
     placement = describe(layout, plan, train, engines, backend)
     return Workers(train, engines, placement, time.perf_counter() - began)
@@ -144,7 +153,9 @@ def describe(
         work.setdefault((slot.node, slot.gpu), []).append(f"train rank {rank}")
     for e, engine in enumerate(plan.engines):
         for tp_rank, slot in enumerate(engine):
-            work.setdefault((slot.node, slot.gpu), []).append(f"generation engine {e} TP rank {tp_rank}")
+            work.setdefault((slot.node, slot.gpu), []).append(
+                f"generation engine {e} TP rank {tp_rank}"
+            )
     idle = [
         f"node {n} GPU {g}"
         for n in range(layout.cluster_nodes)
@@ -155,8 +166,13 @@ def describe(
         raise RuntimeError(f"no work placed on {', '.join(idle)}")
     nodes = []
     for n in range(layout.cluster_nodes):
-        hosts = {t["hostname"] for t, s in zip(train_at, plan.train) if s.node == n}
-        hosts |= {w["hostname"] for ws, e in zip(gen_at, plan.engines) for w, s in zip(ws, e) if s.node == n}
+        hosts = {t["hostname"] for t, s in zip(train_at, plan.train, strict=True) if s.node == n}
+        hosts |= {
+            w["hostname"]
+            for ws, e in zip(gen_at, plan.engines, strict=True)
+            for w, s in zip(ws, e, strict=True)
+            if s.node == n
+        }
         nodes.append(
             {
                 "node": n,

@@ -46,7 +46,9 @@ def main(argv: list[str], default_config: Path) -> int:
             return 0
         step += 1
         began = time.perf_counter()
-        batch = task.prompts(run.seed, step, prompts_per_step, length, vocab).repeat_interleave(group, 0)
+        batch = task.prompts(run.seed, step, prompts_per_step, length, vocab).repeat_interleave(
+            group, 0
+        )
 
         t = time.perf_counter()
         tokens, gen_logprobs = generate(engines, batch, length, run.seed * 7919 + step)
@@ -57,14 +59,17 @@ def main(argv: list[str], default_config: Path) -> int:
         t = time.perf_counter()
         key = "grpo.num_prompts_per_step x num_generations_per_prompt"
         shards = run.split(tokens, len(train), key)
-        old = torch.cat(ray.get([a.logprobs.remote(s, length) for a, s in zip(train, shards)]))
+        old = torch.cat(
+            ray.get([a.logprobs.remote(s, length) for a, s in zip(train, shards, strict=True)])
+        )
         error = float((old - gen_logprobs).abs().max())
         if error > LOGPROB_TOLERANCE:
             raise RuntimeError(
-                f"step {step}: generation and training disagree on log-probabilities by {error:.3g} "
+                f"step {step}: generation and training disagree on log-probabilities "
+                f"by {error:.3g} "
                 f"(tolerance {LOGPROB_TOLERANCE}): the weights on the engines are not the policy's"
             )
-        parts = zip(train, shards, adv.chunk(len(train)), old.chunk(len(train)))
+        parts = zip(train, shards, adv.chunk(len(train)), old.chunk(len(train)), strict=True)
         results = ray.get(
             [a.grpo_step.remote(s, length, ad, o, clip, max_grad_norm) for a, s, ad, o in parts]
         )
@@ -88,19 +93,28 @@ def main(argv: list[str], default_config: Path) -> int:
         }
         run.metrics.log(step, values)
         say(
-            f"step {step}/{run.max_steps}: reward {values['reward']:.3f} loss {values['loss']:+.4f} "
+            f"step {step}/{run.max_steps}: reward {values['reward']:.3f} "
+            f"loss {values['loss']:+.4f} "
             f"logprob error {error:.1e} | {step_s:.2f} s (generation {generation_s:.2f}, "
             f"training {training_s:.2f}, weight sync {sync_s:.2f})"
         )
     final = check_push(engines, train, run, length, vocab)
-    say(f"done: {run.max_steps} steps; generation matches training after the last push ({final:.1e})")
+    say(
+        f"done: {run.max_steps} steps; generation matches training after the last push "
+        f"({final:.1e})"
+    )
     return 0
 
 
-def generate(engines: list[list[Any]], batch: torch.Tensor, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def generate(
+    engines: list[list[Any]], batch: torch.Tensor, length: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Each engine takes a slice of the batch; all its TP ranks run it, rank 0's output is read."""
     parts = batch.tensor_split(len(engines))
-    calls = [[r.generate.remote(p, length, 1.0, seed + i) for r in e] for i, (e, p) in enumerate(zip(engines, parts))]
+    calls = [
+        [r.generate.remote(p, length, 1.0, seed + i) for r in e]
+        for i, (e, p) in enumerate(zip(engines, parts, strict=True))
+    ]
     outs = [ray.get(c) for c in calls]
     for i, ranks in enumerate(outs):
         if any(not torch.equal(ranks[0][0], r[0]) for r in ranks[1:]):
@@ -117,10 +131,14 @@ def push(engines: list[list[Any]], train: list[Any], version: int) -> float:
     return time.perf_counter() - t
 
 
-def check_push(engines: list[list[Any]], train: list[Any], run: Run, length: int, vocab: int) -> float:
+def check_push(
+    engines: list[list[Any]], train: list[Any], run: Run, length: int, vocab: int
+) -> float:
     probe = task.solved(task.prompts(run.seed, 0, len(train) * 2, length, vocab))
     shards = probe.chunk(len(train))
-    trained = torch.cat(ray.get([a.logprobs.remote(s, length) for a, s in zip(train, shards)]))
+    trained = torch.cat(
+        ray.get([a.logprobs.remote(s, length) for a, s in zip(train, shards, strict=True)])
+    )
     served = torch.cat([ray.get([r.logprobs.remote(probe, length) for r in e])[0] for e in engines])
     error = float((served.view(len(engines), *trained.shape) - trained).abs().max())
     if error > LOGPROB_TOLERANCE:

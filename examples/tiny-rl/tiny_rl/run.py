@@ -88,7 +88,9 @@ class Run:
 
     def split(self, batch: torch.Tensor, parts: int, key: str) -> list[torch.Tensor]:
         if batch.shape[0] % parts:
-            config_io.fail(f"{key}: the batch of {batch.shape[0]} is not divisible by {parts} rank(s)")
+            config_io.fail(
+                f"{key}: the batch of {batch.shape[0]} is not divisible by {parts} rank(s)"
+            )
         return list(batch.chunk(parts))
 
     def out_of_time(self, step: int, saved: bool, info: dict[str, Any]) -> bool:

@@ -30,7 +30,12 @@ def main(argv: list[str], default_config: Path) -> int:
         began = time.perf_counter()
         examples = task.solved(task.prompts(run.seed, step, batch_size, length, vocab))
         shards = run.split(examples, len(train), "policy.train_global_batch_size")
-        results = ray.get([a.sft_step.remote(s, length, max_grad_norm) for a, s in zip(train, shards)])
+        results = ray.get(
+            [
+                a.sft_step.remote(s, length, max_grad_norm)
+                for a, s in zip(train, shards, strict=True)
+            ]
+        )
         training_s = time.perf_counter() - began
         saved = run.ckpt.due(step, step == run.max_steps)
         save_s = run.save(step, {"algo": "sft", "loss": results[0]["loss"]}) if saved else 0.0
@@ -48,6 +53,9 @@ def main(argv: list[str], default_config: Path) -> int:
                 "checkpoint_s": save_s,
             },
         )
-        say(f"step {step}/{run.max_steps}: loss {loss:.4f} | {step_s:.2f} s (training {training_s:.2f})")
+        say(
+            f"step {step}/{run.max_steps}: loss {loss:.4f} | {step_s:.2f} s "
+            f"(training {training_s:.2f})"
+        )
     say(f"done: {run.max_steps} steps")
     return 0

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -42,6 +44,7 @@ class Member:
             "hostname": socket.gethostname(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "pid": os.getpid(),
+            "python": sys.executable,
         }
 
     def rendezvous(self) -> str:
@@ -94,7 +97,9 @@ class TrainWorker(Member):
         loss = -torch.minimum(ratio * adv, clipped * adv).mean()
         return self._step(loss, max_grad_norm)
 
-    def sft_step(self, tokens: torch.Tensor, prompt_len: int, max_grad_norm: float) -> dict[str, float]:
+    def sft_step(
+        self, tokens: torch.Tensor, prompt_len: int, max_grad_norm: float
+    ) -> dict[str, float]:
         tokens = tokens.to(self.dev)
         loss = -token_logprobs(self.policy(tokens), tokens, prompt_len).mean()
         return self._step(loss, max_grad_norm)
@@ -120,9 +125,9 @@ class TrainWorker(Member):
         weights = get_model_state_dict(self.policy, options=options)
         optim = get_optimizer_state_dict(self.policy, self.optim, options=options)
         if self.rank == 0:
-            os.makedirs(path, exist_ok=True)
+            Path(path).mkdir(parents=True, exist_ok=True)
             for name, obj in (("weights.pt", weights), ("optimizer.pt", optim)):
-                with open(os.path.join(path, name), "wb") as out:
+                with open(Path(path) / name, "wb") as out:
                     torch.save(obj, out)
                     out.flush()
                     os.fsync(out.fileno())
@@ -134,8 +139,8 @@ class TrainWorker(Member):
         weights: dict[str, Any] = {}
         optim: dict[str, Any] = {}
         if self.rank == 0:
-            weights = torch.load(os.path.join(path, "weights.pt"), weights_only=True)
-            optim = torch.load(os.path.join(path, "optimizer.pt"), weights_only=True)
+            weights = torch.load(Path(path) / "weights.pt", weights_only=True)
+            optim = torch.load(Path(path) / "optimizer.pt", weights_only=True)
         set_model_state_dict(self.policy, weights, options=options)
         set_optimizer_state_dict(self.policy, self.optim, optim, options=options)
 
