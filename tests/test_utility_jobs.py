@@ -261,6 +261,21 @@ def test_run_in_a_container_uses_the_ray_job_s_pyxis_flags(cli: Cli, tmp_path: P
     assert args["--container-mounts"] == "/lustre:/lustre,/shared/logs/77-logs:/shared/logs/77-logs"
 
 
+def test_run_in_a_container_mounts_the_caches_it_exports(cli: Cli, tmp_path: Path) -> None:
+    """UV_CACHE_DIR (and HF_HOME...) point into the caches: the container must see them, as a Ray
+    job's does, or uv fails on a read-only image or fills the container's own disk."""
+    script = tmp_path / "run.sbatch"
+    result = cli(
+        "run", "--dry-run", "--container", IMAGE, "--mount", "/lustre:/lustre",
+        "--set", "caches.uv=/scratch/uv", "--", "uv", "pip", "install", ".",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    script.write_text(result.out)
+    mounts = container_args(script, "job")["--container-mounts"].split(",")
+    assert "/scratch/uv:/scratch/uv" in mounts
+    assert "export UV_CACHE_DIR=/scratch/uv" in result.out
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

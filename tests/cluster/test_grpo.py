@@ -216,17 +216,27 @@ def uv_machine_config() -> tuple[list[str], list[str]]:
     return [flag for p in paths for flag in ("--mount", f"{p}:{p}:ro")], paths
 
 
+@pytest.fixture(scope="session")
+def uv_cache(tiny_rl: Path) -> str:
+    """The uv cache the project's env was made from (session scope: this user's real HOME)."""
+    uv = Path(sys.prefix) / "bin" / "uv"
+    found = subprocess.run([str(uv), "cache", "dir"], cwd=tiny_rl, capture_output=True, text=True)
+    return found.stdout.strip()
+
+
 def test_grpo_in_containers_with_an_env_made_in_the_image(
-    cli: Cli, tiny_rl: Path, test_image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli,
+    tiny_rl: Path,
+    uv_cache: str,
+    test_image: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same run in pyxis containers of the test image: Ray from the image on every node, the
     driver and its actors in a uv env made in the image first (`nrl-launch run`, on a node,
     offline from the shared uv cache), as NeMo RL's container runs `uv run` in its own env."""
     monkeypatch.chdir(tiny_rl)
     monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    uv_cache = subprocess.run(
-        [str(Path(sys.prefix) / "bin" / "uv"), "cache", "dir"], capture_output=True, text=True
-    ).stdout.strip()
     mounts, _ = uv_machine_config()
     venv = tmp_path / "venv"
     common = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nrl_launch import __version__
 from nrl_launch.backends import Request
-from nrl_launch.backends.slurm import DEFAULT_SCRIPT_NAME, gpu_flag, sbatch_flags
+from nrl_launch.backends.slurm import DEFAULT_SCRIPT_NAME, container_mounts, gpu_flag, sbatch_flags
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
@@ -35,7 +35,8 @@ def plan(
         version=__version__,
         submit_command=join(argv),
         gpu_flag=gpu_flag(spec),
-        mounts=",".join(str(m) for m in spec.container.mounts),
+        # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
+        mounts=",".join(container_mounts(spec)),
         spec_json=spec.model_dump_json(),
         remove_first=remove_first,
     )
