@@ -522,10 +522,9 @@ def probe_for(case: Case, spec: LaunchSpec, request: Request, kind: str) -> Prob
         )
     if kind != "local":
         p.emit("srun step args", '"${NRL_STEP_ARGS[@]}"', _step_args(spec, ray))
-        mounts = list(case.mounts)
-        if ray:  # the caches the user's mounts do not cover, as the Ray job mounts them
-            mounts = slurm.container_mounts(spec)
-            assert mounts[: len(case.mounts)] == case.mounts
+        # The user's mounts, then the caches they do not cover (a Ray job and a plain one alike).
+        mounts = slurm.container_mounts(spec)
+        assert mounts[: len(case.mounts)] == case.mounts
         for attach in (False, True):
             p.code.append(f"set_container_args ray-head{' attach' if attach else ''}")
             args = _container_args(spec, mounts, attach)
