@@ -134,6 +134,14 @@ def readme_block(marker: str) -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
+def readme_shell_env() -> dict[str, str]:
+    """The environment of a README reader's shell: this venv's tools (nrl-launch, uv) on PATH,
+    no venv active (uv would take an active one for the project's)."""
+    env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}"}
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
 @pytest.fixture(scope="session")
 def tiny_rl() -> Path:
     """examples/tiny-rl with its env, made by the README's own command for it (uv from the venv
@@ -144,10 +152,12 @@ def tiny_rl() -> Path:
     (make_env,) = [
         line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line
     ]
-    env = {**os.environ, "PATH": f"{uv.parent}:{os.environ['PATH']}"}
-    env.pop("VIRTUAL_ENV", None)
     made = subprocess.run(
-        ["bash", "-c", make_env.split("#")[0]], cwd=TINY_RL, env=env, capture_output=True, text=True
+        ["bash", "-c", make_env.split("#")[0]],
+        cwd=TINY_RL,
+        env=readme_shell_env(),
+        capture_output=True,
+        text=True,
     )
     assert made.returncode == 0, made.stderr
     return TINY_RL

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Cli, ray_processes, readme_block, wait_until
+from tests.conftest import REPO, Cli, ray_processes, readme_block, readme_shell_env, wait_until
 from tests.test_jobs import make_record
 
 
@@ -63,10 +63,12 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     """The README's main job, its commands as written, from the repository root: a GRPO run
     that places its work on both GPUs, learns, and checkpoints."""
     commands = readme_block("examples/configs/grpo_tiny.yaml")
-    env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}"}
-    env.pop("VIRTUAL_ENV", None)
     run = subprocess.run(
-        ["bash", "-ec", "\n".join(commands)], cwd=REPO, env=env, capture_output=True, text=True
+        ["bash", "-ec", "\n".join(commands)],
+        cwd=REPO,
+        env=readme_shell_env(),
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "COMPLETED  driver exited with code 0" in run.stdout.splitlines()[-1]

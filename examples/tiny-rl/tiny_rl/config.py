@@ -16,6 +16,7 @@ from typing import Any
 
 from nrl_launch.errors import ConfigError
 from nrl_launch.nemorl import config as nemo_config
+from nrl_launch.nemorl.job import ddhhmmss_minutes
 from nrl_launch.nemorl.layout import Layout, compute
 
 
@@ -62,12 +63,12 @@ def next_experiment_dir(log_dir: str) -> Path:
 
 
 def ddhhmmss_seconds(text: str, key: str) -> float:
-    """`DD:HH:MM:SS` (checkpointing.checkpoint_must_save_by) in seconds."""
-    parts = str(text).split(":")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+    """`DD:HH:MM:SS` (checkpointing.checkpoint_must_save_by) in seconds, read as nrl-launch reads
+    it when it checks the value against the job's time limit."""
+    minutes = ddhhmmss_minutes(str(text))
+    if minutes is None:
         fail(f"{key}={text!r}: expected DD:HH:MM:SS, e.g. 00:03:45:00")
-    d, h, m, s = (int(p) for p in parts)
-    return float(((d * 24 + h) * 60 + m) * 60 + s)
+    return float(minutes) * 60
 
 
 def ray_address() -> str:

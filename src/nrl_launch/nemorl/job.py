@@ -22,7 +22,14 @@ from nrl_launch.nemorl.layout import Layout, compute
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
 from nrl_launch.storage import is_under, node_local_root
 
-__all__ = ["Prepared", "driver_workdir", "must_save_by", "node_local_reason", "prepare"]
+__all__ = [
+    "Prepared",
+    "ddhhmmss_minutes",
+    "driver_workdir",
+    "must_save_by",
+    "node_local_reason",
+    "prepare",
+]
 
 _DEFAULT = "default"
 
@@ -159,7 +166,7 @@ def _deadline(draft: _Draft, cfg: nemo_config.NemoConfig) -> list[str]:
     margin = draft.spec.nemo_rl.checkpoint_margin_min
     given = cfg.value(key, None)
     if given is not None:
-        at = _ddhhmmss_minutes(str(given))
+        at = ddhhmmss_minutes(str(given))
         if at is not None and at > minutes:
             default = "" if draft.given("slurm.time") else " (the default: give --time)"
             return [
@@ -188,7 +195,8 @@ def must_save_by(minutes: float) -> str:
     return f"{days:02d}:{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def _ddhhmmss_minutes(text: str) -> float | None:
+def ddhhmmss_minutes(text: str) -> float | None:
+    """Minutes in NeMo RL's DD:HH:MM:SS (checkpoint_must_save_by), or None when malformed."""
     parts = text.split(":")
     if len(parts) != 4 or not all(p.isdigit() for p in parts):
         return None
