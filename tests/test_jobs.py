@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nrl_launch.backends.slurm import parse_sacct, parse_scontrol_job, parse_squeue
 from nrl_launch.errors import JobNotFoundError, UnreadableRecordError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import (
@@ -14,9 +15,6 @@ from nrl_launch.jobs.status import (
     Phase,
     SchedulerView,
     find_log_dir,
-    parse_sacct,
-    parse_scontrol_job,
-    parse_squeue,
     phase_of,
     read_log_dir,
 )
@@ -183,11 +181,11 @@ def test_a_job_name_with_a_unicode_line_separator_is_one_line(separator: str) ->
 def test_a_local_job_mid_exec_still_counts_as_running(monkeypatch: pytest.MonkeyPatch) -> None:
     """/proc/PID/cmdline reads empty while the job's process execs (bash -c, setsid, bash):
     seen on every start, it once made `submit --wait` report a just-started job as ended."""
-    from nrl_launch.jobs import query
+    from nrl_launch.backends import local
 
     rec = make_record("local-1").model_copy(update={"pid": 4242, "script_path": "/s/job.sh"})
     reads = iter([b"", b"", b"bash\0/s/job.sh\0local-1\0"])
     monkeypatch.setattr(Path, "read_bytes", lambda _self: next(reads))
-    assert query.local_job_running(rec)
+    assert local.job_running(rec)
     monkeypatch.setattr(Path, "read_bytes", lambda _self: b"")  # a zombie, or a kernel thread
-    assert not query.local_job_running(rec)
+    assert not local.job_running(rec)

@@ -17,6 +17,7 @@ __all__ = [
     "NrlLaunchError",
     "SchedulerError",
     "StateError",
+    "UnconfirmedSubmitError",
     "UnreadableRecordError",
     "UsageError",
 ]
@@ -75,6 +76,11 @@ class SchedulerError(NrlLaunchError):
     def from_process(cls, argv: list[str], returncode: int, stderr: str) -> SchedulerError:
         detail = " ".join(stderr.split()) or "no error output"
         return cls(f"{argv[0]} failed (exit {returncode}): {detail}")
+
+
+class UnconfirmedSubmitError(SchedulerError):
+    """The scheduler took the request but gave no job id back: a job may be queued, so what
+    it will write to stays."""
 
 
 class JobNotFoundError(NrlLaunchError):

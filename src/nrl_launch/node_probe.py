@@ -355,14 +355,14 @@ def _text(path: Path) -> str | None:
 
 def _wait(job_id: str, timeout_s: float, progress: Callable[[str], None]) -> tuple[bool, str]:
     """Wait for the job to end: (True, how it ended) or, at the timeout, (False, its state)."""
-    from nrl_launch.jobs import query
-    from nrl_launch.jobs.status import slurm_phase
+    from nrl_launch.backends import state_phase
+    from nrl_launch.backends.slurm import scheduler_views
 
     deadline = time.monotonic() + timeout_s
     last, delay = "", 0.5
     while True:
         try:
-            views = query.scheduler_views([job_id])
+            views = scheduler_views([job_id])
         except SchedulerError:
             views = None  # slurmctld busy for a moment: ask again at the next poll
         if views is not None:
@@ -371,7 +371,7 @@ def _wait(job_id: str, timeout_s: float, progress: Callable[[str], None]) -> tup
                 return True, "ended"  # Slurm forgets a job some time after it ends
             code = f", exit code {view.exit_code}" if view.exit_code else ""
             state = view.state + (f" ({view.reason})" if view.reason else "") + code
-            if slurm_phase(view.state).terminal:
+            if state_phase(view.state).terminal:
                 return True, state
             if state != last:
                 progress(f"probe job {job_id}: {state}")

@@ -1,13 +1,35 @@
-"""Backends: each turns a LaunchSpec into a request for one kind of cluster (pure)."""
+"""Backends: where a job runs. Each is one module behind the small `Backend` protocol.
+
+A backend plans (renders) the request for a spec, submits it, describes its jobs, cancels them,
+names the node its Ray head runs on and the file its own output goes to. `plan` is pure; the
+others talk to the scheduler through `runner`. Nothing else branches on a backend's name:
+`get(spec.backend)` (or a record's) is how the CLI and `jobs/` reach one.
+"""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from nrl_launch.shell import join
-from nrl_launch.spec import LaunchSpec
 
-__all__ = ["Request", "batch_output", "plan"]
+if TYPE_CHECKING:
+    from nrl_launch.spec import LaunchSpec
+
+__all__ = [
+    "Backend",
+    "JobRef",
+    "Phase",
+    "Request",
+    "SchedulerView",
+    "Submitted",
+    "get",
+    "plan",
+    "state_phase",
+]
 
 
 @dataclass(frozen=True)
@@ -24,19 +46,153 @@ class Request:
         return str(join(self.argv))
 
 
-def batch_output(backend: str, job_id: str) -> str:
-    """The name of the job's own output file, beside its log dirs: the batch script's and its
-    steps' stdout and stderr (sbatch --output on Slurm), where pyxis and enroot say why a
-    container did not start. `job_id` may be Slurm's `%j`."""
-    return f"{job_id}.out" if backend == "local" else f"slurm-{job_id}.out"
+@dataclass(frozen=True)
+class Submitted:
+    """What a backend returns once it has the job: its id, and its process for a local job."""
+
+    job_id: str
+    pid: int | None = None
+
+
+class Phase(str, enum.Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    JOINING = "JOINING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED, Phase.TIMEOUT)
+
+
+# Every backend states a job's state in Slurm's words (the local backend and Lepton map theirs
+# onto them), mapped to phases once here. A requeued or preempted job is waiting to run again.
+_STATE_PHASES: dict[str, Phase] = {
+    "PENDING": Phase.PENDING,
+    "REQUEUED": Phase.PENDING,
+    "REQUEUE_HOLD": Phase.PENDING,
+    "REQUEUE_FED": Phase.PENDING,
+    "PREEMPTED": Phase.PENDING,
+    "RESV_DEL_HOLD": Phase.PENDING,
+    "CONFIGURING": Phase.STARTING,
+    "RUNNING": Phase.RUNNING,
+    "COMPLETING": Phase.RUNNING,
+    "SUSPENDED": Phase.RUNNING,
+    "STOPPED": Phase.RUNNING,
+    "SIGNALING": Phase.RUNNING,
+    "STAGE_OUT": Phase.RUNNING,
+    "RESIZING": Phase.RUNNING,
+    "COMPLETED": Phase.COMPLETED,
+    "FAILED": Phase.FAILED,
+    "NODE_FAIL": Phase.FAILED,
+    "BOOT_FAIL": Phase.FAILED,
+    "OUT_OF_MEMORY": Phase.FAILED,
+    "SPECIAL_EXIT": Phase.FAILED,
+    "CANCELLED": Phase.CANCELLED,
+    "REVOKED": Phase.CANCELLED,
+    "TIMEOUT": Phase.TIMEOUT,
+    "DEADLINE": Phase.TIMEOUT,
+}
+
+
+def state_phase(state: str) -> Phase:
+    """The phase a scheduler state (Slurm's word) stands for (UNKNOWN for one this table lacks)."""
+    return _STATE_PHASES.get(state, Phase.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """What the scheduler says about one job."""
+
+    state: str  # Slurm's word, e.g. RUNNING, or CANCELLED (from "CANCELLED by 0")
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    nodes: str | None = None  # Slurm's node list of a started job, e.g. node[0-3]
+
+
+class JobRef(Protocol):
+    """What a backend needs of a job it submitted (a `jobs.record.JobRecord` is one)."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def log_dir(self) -> str: ...
+    @property
+    def script_path(self) -> str: ...
+    @property
+    def pid(self) -> int | None: ...
+
+
+class Backend(Protocol):
+    """One place a job can run."""
+
+    name: str
+    plain_jobs: bool  # whether `plan_plain` has a job kind to give (run, pull)
+
+    def plan(
+        self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
+    ) -> Request:
+        """The request for a Ray job (pure); `script_path` is where its script will be."""
+
+    def plan_plain(
+        self, spec: LaunchSpec, script_path: str | None = None, *, remove_first: str | None = None
+    ) -> Request:
+        """The request for a plain job: one command on every node, no Ray (`run`, `pull`);
+        raises UsageError where the backend has none (`plain_jobs` is false)."""
+
+    def check_chain(self, spec: LaunchSpec) -> None:
+        """Raises UsageError unless jobs can be chained one after another here (--chain)."""
+
+    def new_job_id(self) -> str:
+        """The id of the next job when it is known before submitting (else "")."""
+
+    def batch_output(self, job_id: str) -> str:
+        """The file name of the job's own output, beside its log dirs (`job_id` may be `%j`)."""
+
+    def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
+        """Hand the request over. Raises SchedulerError when nothing was queued, and
+        UnconfirmedSubmitError when something may have been."""
+
+    def describe(self, jobs: Sequence[JobRef]) -> dict[str, SchedulerView]:
+        """The scheduler's view of each job it still knows, by job id."""
+
+    def cancel(self, jobs: Sequence[JobRef]) -> list[str]:
+        """Cancel the jobs; returns the ids of those that had already ended."""
+
+    def head_node(self, job: JobRef) -> str:
+        """The node the job's Ray head runs on."""
+
+    def dashboard_host(self, job: JobRef, head: str) -> str:
+        """Where the login node's `ssh -L` tunnel points to reach the head's dashboard."""
+
+
+def _slurm() -> Backend:
+    from nrl_launch.backends.slurm import BACKEND
+
+    return BACKEND
+
+
+def _local() -> Backend:
+    from nrl_launch.backends.local import BACKEND
+
+    return BACKEND
+
+
+# Each backend, by the name the spec and the records give it; its module loads when asked for.
+_BACKENDS: dict[str, Callable[[], Backend]] = {"slurm": _slurm, "local": _local}
+
+
+def get(name: str) -> Backend:
+    """The backend called `name` (as the spec and the records name it)."""
+    return _BACKENDS[name]()
 
 
 def plan(spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID") -> Request:
     """The request for `spec` on its backend; `script_path` is where the script will be."""
-    if spec.backend == "local":
-        from nrl_launch.backends import local
-
-        return local.plan(spec, script_path or local.DEFAULT_SCRIPT_NAME, job_id)
-    from nrl_launch.backends import slurm
-
-    return slurm.plan(spec, script_path or slurm.DEFAULT_SCRIPT_NAME)
+    return get(spec.backend).plan(spec, script_path, job_id)

@@ -25,8 +25,6 @@ def plan(
 
     `remove_first` is a file the job removes just before the command starts (pull --force).
     """
-    if spec.backend != "slurm":
-        raise ValueError("a plain job runs on Slurm only")  # callers refuse this for the user
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
     script = render(
         TEMPLATE,

@@ -1,21 +1,43 @@
-"""Slurm: turn a LaunchSpec into the exact sbatch argv and the job script. Pure: no I/O.
+"""Slurm: the exact sbatch argv and job script for a spec (pure), and sbatch, squeue, sacct,
+scontrol and scancel for the jobs it queued (through the runner).
 
-`plan()` is what `render` prints and what `submit` hands to the runner, so a dry run shows
-exactly what would be submitted.
+`plan()` is what `render` prints and what `submit` hands to sbatch, so a dry run shows exactly
+what would be submitted.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
 from nrl_launch import __version__
-from nrl_launch.backends import Request, batch_output
+from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.errors import JobNotRunningError, SchedulerError, UnconfirmedSubmitError
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
-__all__ = ["DEFAULT_SCRIPT_NAME", "plan"]
+__all__ = [
+    "BACKEND",
+    "DEFAULT_SCRIPT_NAME",
+    "SACCT_FIELDS",
+    "SQUEUE_FORMAT",
+    "SlurmBackend",
+    "parse_sacct",
+    "parse_scontrol_job",
+    "parse_squeue",
+    "plan",
+]
 
 DEFAULT_SCRIPT_NAME = "nrl-launch.sbatch"
 TEMPLATE = "slurm.sbatch.j2"
+
+
+def batch_output(job_id: str) -> str:
+    """sbatch --output's file name, beside the log dirs: the batch script's and its steps'
+    output, where pyxis and enroot say why a container did not start."""
+    return f"slurm-{job_id}.out"
 
 
 def gpu_flag(spec: LaunchSpec) -> str | None:
@@ -38,7 +60,7 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         # site default such as SBATCH_EXPORT=NONE.
         "--export=ALL",
         # The log dir is made by the job itself, so sbatch's own output goes next to it.
-        f"--output={spec.logs.base_dir}/{batch_output('slurm', '%j')}",
+        f"--output={spec.logs.base_dir}/{batch_output('%j')}",
     ]
     optional = {
         "--account": s.account,
@@ -83,3 +105,203 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         spec_json=spec.model_dump_json(),
     )
     return Request(argv=argv, script=script)
+
+
+# ---- Asking Slurm: parsers (pure) ----
+
+# Always an explicit format: a user's SQUEUE_FORMAT must not change what we parse.
+SQUEUE_FORMAT = "%i|%T|%r|%D|%N"
+SACCT_FIELDS = "JobID,State,ExitCode"
+
+
+def _base_state(word: str) -> str:
+    return word.split()[0].rstrip("+") if word.strip() else "UNKNOWN"
+
+
+def _lines(text: str) -> list[str]:
+    # Slurm ends each job's line with "\n" only. str.splitlines() also splits on U+2028, U+0085
+    # and the like, which a job name (or any field a user sets) may hold.
+    return text.split("\n")
+
+
+def parse_squeue(text: str) -> dict[str, SchedulerView]:
+    """`squeue -h --states=all -o SQUEUE_FORMAT` lines, by job id."""
+    views = {}
+    for line in _lines(text):
+        parts = line.split("|")
+        if len(parts) < 3 or not parts[0].strip():
+            continue
+        reason = parts[2].strip()
+        nodes = parts[4].strip() if len(parts) > 4 else ""
+        views[parts[0].strip()] = SchedulerView(
+            state=_base_state(parts[1]),
+            reason=None if reason in ("", "None") else reason,
+            nodes=nodes or None,
+        )
+    return views
+
+
+def _exit_code(text: str) -> tuple[int | None, int | None]:
+    match = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    return (int(match[1]), int(match[2])) if match else (None, None)
+
+
+def parse_sacct(text: str) -> dict[str, SchedulerView]:
+    """`sacct -n -P -o JobID,State,ExitCode` lines (with or without -c), by job id; job
+    steps (`123.batch`, `123.0`) are skipped: the job's own line is what counts."""
+    views = {}
+    for line in _lines(text):
+        parts = line.split("|")
+        if len(parts) < 3 or "." in parts[0] or not parts[0].strip():
+            continue
+        code, signal = _exit_code(parts[2])
+        views[parts[0].strip()] = SchedulerView(
+            state=_base_state(parts[1]), exit_code=code, signal=signal
+        )
+    return views
+
+
+def _field(line: str, key: str) -> str | None:
+    match = re.search(rf"(?:^|\s){key}=(\S*)", line)
+    return match[1] if match else None
+
+
+def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
+    """`scontrol show job -o` lines (one job per line), by job id: what Slurm still holds of a
+    finished job (for MinJobAge) where sacct has no answer."""
+    views = {}
+    for line in _lines(text):
+        job_id, state = _field(line, "JobId"), _field(line, "JobState")
+        if not job_id or not state:
+            continue
+        code, signal = _exit_code(_field(line, "ExitCode") or "")
+        reason = _field(line, "Reason")
+        views[job_id] = SchedulerView(
+            state=state,
+            reason=None if reason in (None, "", "None") else reason,
+            exit_code=code,
+            signal=signal,
+        )
+    return views
+
+
+# ---- Asking Slurm: the commands ----
+
+
+def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
+    from nrl_launch import runner
+
+    ids = ",".join(job_ids)
+    try:
+        plain = runner.run(["sacct", "-n", "-P", "-X", "-j", ids, "-o", SACCT_FIELDS], check=False)
+        if plain.returncode == 0 and "accounting storage is disabled" not in plain.stdout:
+            return parse_sacct(plain.stdout)
+        # No accounting database (as on the dev cluster): the job completion log still has
+        # one line per finished job.
+        comp = runner.run(["sacct", "-c", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS], check=False)
+    except SchedulerError:
+        return {}
+    return parse_sacct(comp.stdout) if comp.returncode == 0 else {}
+
+
+def _scontrol(job_id: str) -> dict[str, SchedulerView]:
+    from nrl_launch import runner
+
+    try:
+        shown = runner.run(["scontrol", "show", "job", "-o", job_id], check=False)
+    except SchedulerError:
+        return {}
+    return parse_scontrol_job(shown.stdout) if shown.returncode == 0 else {}
+
+
+def scheduler_views(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
+    """Slurm's view of each job: one squeue call for all of them, then one sacct call for those
+    that have finished (squeue shows no exit code and forgets jobs after MinJobAge)."""
+    from nrl_launch import runner
+
+    if not job_ids:
+        return {}
+    argv = ["squeue", "-h", "--states=all", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT]
+    queue = runner.run(argv, check=False)
+    if queue.returncode == 0:
+        views = parse_squeue(queue.stdout)
+    elif "Invalid job id" in queue.stderr:  # none of them is known to squeue any more
+        views = {}
+    else:
+        raise SchedulerError.from_process(argv, queue.returncode, queue.stderr)
+    finished = [i for i in job_ids if i not in views or state_phase(views[i].state).terminal]
+    if finished:
+        views.update(_sacct(finished))
+    # Neither accounting nor a completion log (many sites keep one or the other, not all):
+    # slurmctld still holds a finished job, exit code included, for MinJobAge.
+    for job_id in finished:
+        if job_id not in views or views[job_id].exit_code is None:
+            views.update(_scontrol(job_id))
+    return views
+
+
+class SlurmBackend:
+    """Jobs queued with sbatch; a Ray job (`plan`) or a plain one (`plan_plain`)."""
+
+    name = "slurm"
+    plain_jobs = True
+
+    def plan(
+        self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
+    ) -> Request:
+        return plan(spec, script_path or DEFAULT_SCRIPT_NAME)
+
+    def plan_plain(
+        self, spec: LaunchSpec, script_path: str | None = None, *, remove_first: str | None = None
+    ) -> Request:
+        from nrl_launch.backends import plain
+
+        return plain.plan(spec, script_path or DEFAULT_SCRIPT_NAME, remove_first=remove_first)
+
+    def check_chain(self, spec: LaunchSpec) -> None:
+        return None  # Slurm's singleton dependency chains them
+
+    def new_job_id(self) -> str:
+        return ""  # Slurm numbers the job when sbatch queues it
+
+    def batch_output(self, job_id: str) -> str:
+        return batch_output(job_id)
+
+    def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
+        from nrl_launch import runner
+
+        done = runner.run(list(request.argv))
+        queued = done.stdout.strip().split(";")[0]  # --parsable: ID or ID;CLUSTER
+        if not queued.isdigit():
+            raise UnconfirmedSubmitError(
+                f"sbatch printed no job id (stdout: {done.stdout.strip()!r})"
+            )
+        return Submitted(queued)
+
+    def describe(self, jobs: Sequence[JobRef]) -> dict[str, SchedulerView]:
+        return scheduler_views([job.job_id for job in jobs])
+
+    def cancel(self, jobs: Sequence[JobRef]) -> list[str]:
+        from nrl_launch import runner
+
+        # Each job's own trap stops Ray on every node and records the cancel.
+        runner.run(["scancel", *(job.job_id for job in jobs)])
+        return []
+
+    def head_node(self, job: JobRef) -> str:
+        """The first of Slurm's node list."""
+        from nrl_launch import runner
+
+        view = scheduler_views([job.job_id]).get(job.job_id)
+        if view is None or not view.nodes:
+            raise JobNotRunningError(f"Slurm gives no nodes for job {job.job_id}: is it running?")
+        names = runner.run(["scontrol", "show", "hostnames", view.nodes]).stdout.split()
+        if not names:
+            raise SchedulerError(f"scontrol show hostnames {view.nodes} printed no node")
+        return names[0]
+
+    def dashboard_host(self, job: JobRef, head: str) -> str:
+        return head
+
+
+BACKEND = SlurmBackend()

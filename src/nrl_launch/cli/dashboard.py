@@ -21,6 +21,7 @@ def dashboard(
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
 ) -> int:
     """Print the head node, the dashboard port and the `ssh -L` command for a laptop."""
+    from nrl_launch import backends
     from nrl_launch.jobs import query, record
 
     rec = record.load(job_id, paths.state_dir(os.environ))
@@ -28,8 +29,7 @@ def dashboard(
     query.require_running(rec, "open")
     head = query.head_node(rec)
     port = int(rec.spec["ray"]["ports"]["dashboard"])
-    # A local job's dashboard listens on this machine's loopback only.
-    target = "localhost" if rec.backend == "local" else head
+    target = backends.get(rec.backend).dashboard_host(rec, head)
     ssh = f"ssh -N -L {port}:{target}:{port} {getpass.getuser()}@{socket.gethostname()}"
     url = f"http://localhost:{port}"
     # With Ray's token auth the dashboard asks for the job's token: say where it is, never what.

@@ -78,8 +78,7 @@ def pull(
 ) -> int:
     """Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); prints
     the job id. Then run jobs with --container FILE."""
-    from nrl_launch import enroot
-    from nrl_launch.backends import Request, plain
+    from nrl_launch import backends, enroot
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
 
@@ -96,13 +95,9 @@ def pull(
     remove_first = str(target) if force else None
     about = {"image": parsed.uri, "output": str(target)}
     if dry_run:
-        request = plain.plan(spec, remove_first=remove_first)
+        request = backends.get(spec.backend).plan_plain(spec, remove_first=remove_first)
         return queued.dry_run("pull", request, json=flags.json, extra=about)
-
-    def request_for(script_path: str, _job_id: str) -> Request:
-        return plain.plan(spec, script_path, remove_first=remove_first)
-
-    rec = launch(spec, request_for, kind="plain")
+    rec = launch(spec, kind="plain", remove_first=remove_first)
     what = f"enroot import of {parsed.uri} into {target} (then: --container {target})"
     return queued.report("pull", rec, what, quiet=quiet, json=flags.json, wait=wait, extra=about)
 

@@ -9,7 +9,6 @@ import typer
 
 from nrl_launch import output
 from nrl_launch.cli.options import JobFlags, job_options
-from nrl_launch.errors import UsageError
 
 
 @job_options
@@ -27,6 +26,7 @@ def render(
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
     from nrl_launch import backends, container_checks
+    from nrl_launch.jobs.launch import write_script
 
     spec = flags.prepare().spec
     # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
@@ -47,15 +47,3 @@ def render(
         output.emit_text(request.command_line)
     else:
         output.emit_text(request.script)
-
-
-def write_script(path: Path, text: str) -> None:
-    """Write atomically: a reader (or a failed write) never sees half a script."""
-    from nrl_launch.paths import write_atomically
-
-    if not path.parent.is_dir():
-        raise UsageError(f"{path}: directory {path.parent} does not exist")
-    try:
-        write_atomically(path, text, mode=0o755)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None

@@ -54,8 +54,7 @@ def run(
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the
     job id. Its output is in job.log: nrl-launch logs JOBID."""
-    from nrl_launch import container_checks
-    from nrl_launch.backends import Request, plain
+    from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
     from nrl_launch.shell import join
@@ -72,7 +71,8 @@ def run(
     # The command comes after --, or from a job file's driver.command.
     if spec.driver.command is None:
         raise UsageError("no command: give it after --, e.g. nrl-launch run --nodes 2 -- hostname")
-    if spec.backend != "slurm":
+    backend = backends.get(spec.backend)
+    if not backend.plain_jobs:
         raise UsageError(
             f"backend: run submits to Slurm, not {spec.backend!r} (from "
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
@@ -80,12 +80,8 @@ def run(
     # The dry run prints the script only: this machine's files are looked at when it queues.
     container_checks.check(spec, on_host=not dry_run)
     if dry_run:
-        return queued.dry_run("run", plain.plan(spec), json=flags.json)
-
-    def request_for(script_path: str, _job_id: str) -> Request:
-        return plain.plan(spec, script_path)
-
-    rec = launch(spec, request_for, kind="plain")
+        return queued.dry_run("run", backend.plan_plain(spec), json=flags.json)
+    rec = launch(spec, kind="plain")
     command = join(spec.driver.command or ())
     what = f"{command} on {spec.slurm.nodes} node(s)"
     return queued.report("run", rec, what, quiet=quiet, json=flags.json, wait=wait)

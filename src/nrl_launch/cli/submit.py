@@ -89,8 +89,9 @@ def submit(
 
 def _chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:
     """The spec with Slurm's singleton dependency: one job of this name and user at a time."""
-    if spec.backend != "slurm":
-        raise UsageError("--chain: the local backend has no scheduler to chain jobs on")
+    from nrl_launch import backends
+
+    backends.get(spec.backend).check_chain(spec)
     if checkpointing is False:
         raise UsageError(
             "--chain: checkpointing.enabled is false in the config, so every job of the chain "

@@ -1,4 +1,4 @@
-"""Submitting one job: write its script, hand it to sbatch (or start it here), record it.
+"""Submitting one job: write its script, hand it to its backend, record it.
 
 Every command that queues a job (submit, run, pull) goes through `launch`, so every job gets the
 same atomic script, the same record and the same clean-up when the scheduler refuses it.
@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from nrl_launch import paths
-from nrl_launch.backends import Request, batch_output
-from nrl_launch.errors import ConfigError, SchedulerError, UsageError
+from nrl_launch.errors import ConfigError, SchedulerError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["RequestFor", "check_secrets", "launch"]
-
-# (script path, job id) -> the request to run; the job id is only known ahead for local jobs.
-RequestFor = Callable[[str, str], Request]
+__all__ = ["check_secrets", "launch", "write_script"]
 
 
 def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
@@ -46,25 +42,22 @@ def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
 
 
 def launch(
-    spec: LaunchSpec, request_for: RequestFor | None = None, kind: record.JobKind = "ray"
+    spec: LaunchSpec, kind: record.JobKind = "ray", *, remove_first: str | None = None
 ) -> record.JobRecord:
-    """Queue `spec` (by default as a Ray job: `backends.plan`) and return its saved record;
-    `kind` tells status what the job's script writes (plain: `run` and `pull`, no Ray)."""
-    from nrl_launch import backends, runner
-    from nrl_launch.cli.render import write_script
+    """Queue `spec` on its backend and return its saved record: a Ray job, or with `kind`
+    plain one command on every node (`run`, `pull`; `remove_first`: pull --force's file)."""
+    from nrl_launch import backends
 
-    if request_for is None:
-
-        def request_for(script_path: str, job_id: str) -> Request:
-            return backends.plan(spec, script_path, job_id)
-
+    backend = backends.get(spec.backend)
     check_secrets(spec, os.environ)
     state = paths.state_dir(os.environ)
     cwd = Path.cwd()
-    # A local job has no scheduler to number it: its id is its start time (ms).
-    job_id = f"local-{time.time_ns() // 1_000_000}" if spec.backend == "local" else ""
+    job_id = backend.new_job_id()  # known ahead only where no scheduler numbers the job
     script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"
-    request = request_for(str(script), job_id)
+    if kind == "plain":
+        request = backend.plan_plain(spec, str(script), remove_first=remove_first)
+    else:
+        request = backend.plan(spec, str(script), job_id or "JOBID")
     base = cwd / spec.logs.base_dir
     made = _missing(base)
     try:
@@ -74,42 +67,44 @@ def launch(
     except OSError as exc:
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
     write_script(script, request.script)
-    pid = None
     try:
-        if spec.backend == "local":
-            pid = runner.spawn(
-                list(request.argv), cwd=cwd, output=base / batch_output(spec.backend, job_id)
-            )
-        else:
-            done = runner.run(list(request.argv))
-    except SchedulerError:
-        # Nothing was submitted: nothing is left behind, neither the script nor the log dir.
+        submitted = backend.submit(
+            request, job_id=job_id, cwd=cwd, output=base / backend.batch_output(job_id)
+        )
+    except SchedulerError as exc:
         script.unlink(missing_ok=True)
-        _remove_empty(made)
+        # Nothing was submitted: nothing is left behind, neither the script nor the log dir.
+        # A job that may have been queued keeps its output dir (the scheduler has a copy of its
+        # script by now).
+        if not isinstance(exc, UnconfirmedSubmitError):
+            _remove_empty(made)
         raise
-    if spec.backend != "local":
-        job_id = done.stdout.strip().split(";")[0]
-        if not job_id.isdigit():
-            # sbatch succeeded, so a job may be queued: its output dir stays (its script is
-            # slurmctld's copy by now).
-            script.unlink(missing_ok=True)
-            raise SchedulerError(f"sbatch printed no job id (stdout: {done.stdout.strip()!r})")
     rec = record.JobRecord(
-        job_id=job_id,
+        job_id=submitted.job_id,
         backend=spec.backend,
         job_name=spec.slurm.job_name,
         nodes=spec.slurm.nodes,
         submitted_at=time.time(),
         submit_dir=str(cwd),
-        log_dir=str(base.resolve() / f"{job_id}-logs"),
+        log_dir=str(base.resolve() / f"{submitted.job_id}-logs"),
         script_path=str(script),
         argv=list(request.argv),
         spec=spec.model_dump(mode="json"),
-        pid=pid,
+        pid=submitted.pid,
         kind=kind,
     )
     record.save(rec, state)
     return rec
+
+
+def write_script(path: Path, text: str) -> None:
+    """Write atomically: a reader (or a failed write) never sees half a script."""
+    if not path.parent.is_dir():
+        raise UsageError(f"{path}: directory {path.parent} does not exist")
+    try:
+        paths.write_atomically(path, text, mode=0o755)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
 
 
 def _missing(path: Path) -> list[Path]:

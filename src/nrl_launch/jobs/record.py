@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from nrl_launch.backends import batch_output
+from nrl_launch import backends
 from nrl_launch.errors import JobNotFoundError, StateError, UnreadableRecordError, UsageError
 from nrl_launch.paths import read_text, write_atomically
 
-__all__ = ["SCHEMA_VERSION", "JobKind", "JobRecord", "load", "load_all", "require_ray", "save"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "JobKind",
+    "JobRecord",
+    "by_backend",
+    "load",
+    "load_all",
+    "require_ray",
+    "save",
+]
 
 SCHEMA_VERSION = 1
 # What submit records: Slurm's numeric ids, and the local backend's local-<ms>.
@@ -48,8 +58,8 @@ class JobRecord(BaseModel):
 
     @property
     def batch_output(self) -> Path:
-        """The job's own output, next to its log dirs (backends.batch_output)."""
-        return Path(self.log_dir).parent / batch_output(self.backend, self.job_id)
+        """The job's own output, next to its log dirs (its backend names it)."""
+        return Path(self.log_dir).parent / backends.get(self.backend).batch_output(self.job_id)
 
     def node_index(self, value: str, also: str = "") -> int:
         """`--node` (head, or an index 0..nodes-1) as an index; `also` names other accepted
@@ -149,3 +159,12 @@ def load_all(state: Path) -> tuple[list[JobRecord], list[str]]:
             warnings.append(exc.message)
     records.sort(key=lambda r: r.submitted_at, reverse=True)
     return records, warnings
+
+
+def by_backend(records: Sequence[JobRecord]) -> dict[str, list[JobRecord]]:
+    """The records grouped by the backend that ran them, in their order: one scheduler query
+    (or one scancel) per backend."""
+    groups: dict[str, list[JobRecord]] = {}
+    for rec in records:
+        groups.setdefault(rec.backend, []).append(rec)
+    return groups
