@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import nrl_launch
-from nrl_launch import doctor, node_probe
+from nrl_launch import doctor
 from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
+from nrl_launch.doctor import probe as node_probe
 from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
 from nrl_launch.spec import LaunchSpec

@@ -43,12 +43,13 @@ def doctor(
     """Check the job against the cluster: Slurm, partition, account, nodes, GPUs, container,
     mounts, and the log and cache dirs. Exits 6 when a check fails; nothing is queued (except
     the probe job of --on-nodes)."""
+    from nrl_launch import backends
     from nrl_launch import doctor as checks
 
     resolved = _resolve(flags)
     spec = resolved.spec
-    if on_nodes and spec.backend != "slurm":
-        raise UsageError("--on-nodes runs a Slurm job: it needs backend slurm, not local")
+    if on_nodes and not checks.asks_slurm(backends.get(spec.backend)):
+        raise UsageError(f"--on-nodes runs a Slurm job: it needs backend slurm, not {spec.backend}")
     used = checks.settings(resolved, on_nodes=on_nodes)
     if not flags.json:
         _print_settings(used)
@@ -65,7 +66,7 @@ def doctor(
     if on_nodes and any(c.failed for c in found):
         show(checks.Check("on nodes", "warn", "not run: fix the failed checks above first"))
     elif on_nodes:
-        from nrl_launch.node_probe import probe_nodes
+        from nrl_launch.doctor.on_nodes import probe_nodes
 
         for check in probe_nodes(spec, cwd, probe_timeout, _progress(not flags.json)):
             show(check)

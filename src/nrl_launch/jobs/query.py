@@ -1,9 +1,13 @@
-"""Ask each job's backend about it and join the answers with the job's log dirs."""
+"""Ask each job's backend about it and join the answers with the job's log dirs; `Poller` is the
+one loop that asks a scheduler again and again (following jobs, waiting for doctor's probe job)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from nrl_launch import backends
 from nrl_launch.errors import JobNotRunningError, SchedulerError
@@ -19,7 +23,7 @@ from nrl_launch.jobs.status import (
     run_log_dirs,
 )
 
-__all__ = ["StatusPoller", "head_node", "require_running", "statuses"]
+__all__ = ["Backoff", "Poller", "StatusPoller", "head_node", "require_running", "statuses"]
 
 
 def _driver_tail(log_dir: Path | None, lines: int, kind: str) -> list[str]:
@@ -64,31 +68,87 @@ def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
     return result
 
 
-class StatusPoller:
-    """`statuses` for loops that follow jobs (`--wait`, `--watch`, `logs -f`): a scheduler that
-    does not answer once (slurmctld restarting, an RPC storm) is not the end of following."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The waits between one poll and the next: `first_s`, then each `factor` times the one
+    before plus `step_s`, never longer than `most_s`."""
+
+    first_s: float
+    most_s: float
+    factor: float = 1.0
+    step_s: float = 0.0
+
+    def waits(self) -> Iterator[float]:
+        wait = self.first_s
+        while True:
+            yield wait
+            wait = min(wait * self.factor + self.step_s, self.most_s)
+
+
+class Poller(Generic[T]):
+    """The one loop that asks a scheduler the same question again and again (`ask`: e.g. a
+    backend's `describe` of some jobs). A scheduler that does not answer once (slurmctld
+    restarting, an RPC storm) is not the end of asking: a poll that raises SchedulerError gives
+    None, until `give_up_after` of them in a row (None: never) raise the last one. The first of
+    a row is warned about, unless `quiet`."""
 
     MAX_FAILURES = 5
 
-    def __init__(self, records: Sequence[JobRecord]) -> None:
-        self.records = records
+    def __init__(
+        self,
+        ask: Callable[[], T],
+        *,
+        give_up_after: int | None = MAX_FAILURES,
+        quiet: bool = False,
+    ) -> None:
+        self.ask = ask
+        self.give_up_after = give_up_after
+        self.quiet = quiet
         self.failures = 0
 
-    def __call__(self) -> list[JobStatus] | None:
-        """The statuses, or None when the scheduler did not answer this time."""
+    def __call__(self) -> T | None:
+        """The answer, or None when the scheduler did not answer this time."""
         from nrl_launch import output
 
         try:
-            found = statuses(self.records, tail=0)
+            found = self.ask()
         except SchedulerError as exc:
             self.failures += 1
-            if self.failures >= self.MAX_FAILURES:
+            if self.give_up_after is not None and self.failures >= self.give_up_after:
                 raise
-            if self.failures == 1:
+            if self.failures == 1 and not self.quiet:
                 output.warn(f"{exc.message}; trying again")
             return None
         self.failures = 0
         return found
+
+    def wait_until(
+        self, done: Callable[[T], bool], timeout_s: float | None, backoff: Backoff
+    ) -> T | None:
+        """Poll until `done` holds for an answer, waiting longer and longer between polls (gentle
+        on slurmctld while a job waits in the queue): that answer, or None once `timeout_s`
+        (None: no limit) have passed; the last poll is the first one at or after that."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        waits = backoff.waits()
+        while True:
+            found = self()
+            if found is not None and done(found):
+                return found
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(next(waits))
+
+
+class StatusPoller(Poller[list[JobStatus]]):
+    """`statuses` for loops that follow jobs (`--wait`, `--watch`, `logs -f`): a scheduler that
+    does not answer once is not the end of following (`Poller`)."""
+
+    def __init__(self, records: Sequence[JobRecord]) -> None:
+        super().__init__(lambda: statuses(records, tail=0))
+        self.records = records
 
 
 def require_running(rec: JobRecord, action: str) -> JobStatus:

@@ -1,54 +1,46 @@
-"""`nrl-launch doctor`: does this job spec fit this cluster? Checked before anything is queued.
-
-Each check gives one `Check` (ok, warn or fail) that names the key or tool it is about. The
-parsers and verdicts are pure (tested on output captured from the dev cluster); the functions
-that ask Slurm do it through `runner`. `node_probe` runs a short real job (templates/
-doctor-probe.sbatch.j2) that checks on every node what cannot be seen from the login node.
-
-Doctor creates nothing the user did not ask for: the only files it writes are probe files that
-it (or its probe job) removes at once.
-"""
+"""doctor's verdicts: the `Check` each one gives, the parsers of Slurm's answers (scontrol, sinfo),
+and pure functions of the spec and those answers, each tested on output captured from the dev
+cluster (tests/data/slurm-22.05)."""
 
 from __future__ import annotations
 
-import getpass
-import os
 import re
-import shutil
-import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from nrl_launch import runner
-from nrl_launch.backends.slurm import gpu_flag, sbatch_flags
-from nrl_launch.errors import SchedulerError
-from nrl_launch.layers import DEFAULT, Resolved
-from nrl_launch.spec import LaunchSpec, Mount, slurm_time_minutes
+from nrl_launch.backends.slurm import gpu_flag
+from nrl_launch.layers import DEFAULT
+from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+
+if TYPE_CHECKING:
+    from nrl_launch import runner
 
 __all__ = [
-    "SLURM_TOOLS",
+    "RAY_AUTH_SINCE",
     "Check",
     "NodeGroup",
     "Partition",
-    "local_checks",
+    "Status",
+    "account_check",
+    "auth_check",
+    "gpus_check",
+    "nodes_check",
     "parse_config",
     "parse_gpus",
     "parse_node_groups",
     "parse_partitions",
-    "settings",
+    "partition_check",
+    "ray_auth_on_node",
+    "submission_check",
+    "time_check",
+    "tools_check",
 ]
 
 Status = Literal["ok", "warn", "fail"]
 
-SLURM_TOOLS = ("sbatch", "srun", "squeue", "scontrol", "sinfo")
-# Every file doctor or its probe job writes starts with this: a user can always tell them apart.
-PROBE_PREFIX = ".nrl-doctor-"
 # sinfo's node states in which a node takes no new job (a suffix such as * or ~ is stripped).
 _UNUSABLE_STATES = ("down", "drain", "drng", "fail", "inval", "maint")
-# A Slurm query that takes longer has a slurmctld in trouble: that is a check's answer too.
-_QUICK_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -74,36 +66,6 @@ def _warn(name: str, detail: str) -> Check:
 
 def _fail(name: str, detail: str) -> Check:
     return Check(name, "fail", detail)
-
-
-# ---- Settings: what doctor used, and where each value came from ----
-
-# The spec sections doctor checks; `setup` and `env` only matter on the nodes.
-_USED = ("backend", "slurm.", "container.", "logs.", "caches.")
-_USED_ON_NODES = ("setup", "env.")
-
-
-def _plain(value: Any) -> Any:
-    """A spec value as text, numbers, bools, None or a list of those (for text and JSON)."""
-    if isinstance(value, Mount):
-        return str(value)
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _lookup(spec: LaunchSpec, key: str) -> Any:
-    node: Any = spec
-    for part in key.split("."):
-        node = node[part] if isinstance(node, Mapping) else getattr(node, part)
-    return node
-
-
-def settings(resolved: Resolved, *, on_nodes: bool) -> list[tuple[str, Any, str]]:
-    """(key, value, source) of every setting the checks use, in key order."""
-    used = _USED + (_USED_ON_NODES if on_nodes else ())
-    keys = [k for k in resolved.sources if k.startswith(used)]
-    return [(k, _plain(_lookup(resolved.spec, k)), resolved.sources[k]) for k in keys]
 
 
 def _given(key: str, sources: Mapping[str, str]) -> str:
@@ -389,220 +351,6 @@ def submission_check(returncode: int, stderr: str) -> Check:
             )
         return _ok("sbatch --test-only", f"Slurm accepts the request: {text}")
     return _fail("sbatch --test-only", f"Slurm refuses the request: {text or 'no reason given'}")
-
-
-# ---- Files and dirs, as this machine sees them ----
-
-
-def _is_image_path(image: str) -> bool:
-    return image.startswith(("/", "./")) or image.endswith(".sqsh")
-
-
-def container_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
-    container = spec.container
-    if container.runtime != "pyxis":
-        if container.mounts:
-            return [
-                _warn(
-                    "container.mounts",
-                    "set, but container.runtime is none: the job runs without a container "
-                    "and mounts nothing",
-                )
-            ]
-        return []
-    checks = []
-    image = container.image or ""
-    if _is_image_path(image):
-        path = cwd / image
-        if not path.exists():
-            checks.append(_fail("container.image", f"{image}: no such file"))
-        elif not path.is_file():
-            checks.append(_fail("container.image", f"{image}: not a file"))
-        elif not os.access(path, os.R_OK):
-            checks.append(_fail("container.image", f"{image}: not readable"))
-        else:
-            checks.append(_ok("container.image", f"{image}: a readable file"))
-    else:
-        checks.append(
-            _ok("container.image", f"{image}: pulled by pyxis at job start (not checked here)")
-        )
-    for mount in container.mounts:
-        if Path(mount.src).exists():
-            checks.append(_ok("container.mounts", f"{mount.src} exists (mounted at {mount.dst})"))
-        else:
-            checks.append(
-                _fail("container.mounts", f"source {mount.src} does not exist (mount {mount})")
-            )
-    return checks
-
-
-def _cache_dirs(spec: LaunchSpec) -> list[tuple[str, str]]:
-    """(key, path) of every cache dir set. Every field of `caches` is a dir that all nodes
-    must share, so a cache added to the spec is checked without a change here."""
-    caches = spec.caches
-    found = []
-    for name in type(caches).model_fields:
-        value = getattr(caches, name)
-        if isinstance(value, str) and value:
-            found.append((f"caches.{name}", value))
-    return found
-
-
-def _host_path(spec: LaunchSpec, path: str) -> str:
-    """Where a cache dir the job uses inside its container is on the nodes' own file system:
-    through the mount that holds it; the same path without a container, or when no mount
-    holds it (the job then mounts it at its own path: backends.slurm.container_mounts)."""
-    if spec.container.runtime != "pyxis":
-        return path
-    # The deepest mount first: /data/hf under both /data and /data/hf is /data/hf's.
-    for mount in sorted(spec.container.mounts, key=lambda m: len(m.dst), reverse=True):
-        dst = mount.dst.rstrip("/")  # "" for a mount at /, which holds every path
-        if path == dst or path.startswith(dst + "/"):
-            return mount.src.rstrip("/") + path[len(dst) :]
-    return path
-
-
-def shared_dirs(spec: LaunchSpec, cwd: Path) -> list[tuple[str, Path]]:
-    """The dirs every node must share, as host paths: the log dir, then each cache dir."""
-    dirs = [("logs.base_dir", cwd / spec.logs.base_dir)]
-    return dirs + [(key, Path(_host_path(spec, path))) for key, path in _cache_dirs(spec)]
-
-
-def _existing(path: Path) -> Path:
-    """`path` if it exists, else its nearest existing parent (what a mkdir -p would create in)."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _probe_write(directory: Path) -> str | None:
-    """Create and remove a private file in `directory`; None if that worked, else why not."""
-    probe = directory / f"{PROBE_PREFIX}{socket.gethostname()}-{os.getpid()}"
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        probe.unlink()
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
-
-
-def dir_check(key: str, path: Path, created_by: str) -> Check:
-    """Whether the job can write in `path`; a dir that does not exist yet must be creatable
-    (its nearest existing parent writable): `created_by` says what creates it."""
-    if path.is_dir():
-        problem = _probe_write(path)
-        if problem:
-            return _fail(key, f"{path} is not writable ({problem})")
-        return _ok(key, f"{path} is writable")
-    if path.exists():
-        return _fail(key, f"{path} exists but is not a directory")
-    parent = _existing(path)
-    if not parent.is_dir():
-        return _fail(key, f"{path} cannot be created: {parent} is not a directory")
-    problem = _probe_write(parent)
-    if problem:
-        return _fail(key, f"{path} does not exist, and {parent} is not writable ({problem})")
-    return _ok(key, f"{path} does not exist yet; {created_by} creates it in {parent} (writable)")
-
-
-def dir_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
-    checks = []
-    for key, path in shared_dirs(spec, cwd):
-        created_by = "submit" if key == "logs.base_dir" else "its first use"
-        checks.append(dir_check(key, path, created_by))
-    return checks
-
-
-# ---- Asking Slurm ----
-
-
-def _run(argv: list[str]) -> runner.Completed:
-    """Run a Slurm command; one that is missing or hangs is an answer like any failure (exit
-    127 with the reason), so that it becomes a check's line, not the end of doctor."""
-    try:
-        return runner.run(argv, check=False, timeout=_QUICK_S)
-    except SchedulerError as exc:
-        return runner.Completed(127, "", exc.message)
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # a uid with no name (some containers)
-        return str(os.getuid())
-
-
-def _output_of(argv: list[str]) -> str:
-    """stdout of a query that must succeed; raises SchedulerError with its stderr."""
-    done = _run(argv)
-    if done.returncode != 0:
-        raise SchedulerError.from_process(argv, done.returncode, done.stderr)
-    return done.stdout
-
-
-def _tools() -> tuple[Check, bool]:
-    found = {tool: shutil.which(tool) for tool in SLURM_TOOLS}
-    versions = {}
-    for tool, path in found.items():
-        if path is not None:
-            done = _run([tool, "--version"])
-            versions[tool] = done.stdout.strip().splitlines()[0] if done.stdout.strip() else "?"
-    return tools_check(found, versions), all(found.values())
-
-
-def _associations(account: str, user: str) -> runner.Completed | None:
-    if shutil.which("sacctmgr") is None:
-        return None
-    where = [f"user={user}", f"account={account}"]
-    return _run(["sacctmgr", "-n", "-P", "show", "assoc", "where", *where, "format=Account,User"])
-
-
-def slurm_checks(spec: LaunchSpec, sources: Mapping[str, str]) -> Iterator[Check]:
-    """The tools, then the partition, time, account, nodes and GPUs; last, Slurm's own
-    verdict on the exact request (`sbatch --test-only`)."""
-    tools, complete = _tools()
-    yield tools
-    if not complete:
-        return
-    try:
-        partitions = parse_partitions(_output_of(["scontrol", "show", "partition", "-o"]))
-        config = parse_config(_output_of(["scontrol", "show", "config"]))
-    except SchedulerError as exc:
-        yield _fail("slurm", f"Slurm does not answer: {exc.message}")
-        return
-    check, partition = partition_check(partitions, spec.slurm.partition, sources)
-    yield check
-    if partition is not None:
-        yield time_check(spec, partition, sources)
-    user = _user()
-    asked = spec.slurm.account is not None
-    if asked and config.get("AccountingStorageType", "") not in _ACCOUNTING_OFF:
-        found = _associations(spec.slurm.account or "", user)
-    else:
-        found = None
-    yield account_check(spec.slurm.account, config, user, found, sources)
-    if partition is not None:
-        try:
-            argv = ["sinfo", "-h", "-p", partition.name, "-o", "%D|%G|%t"]
-            groups = parse_node_groups(_output_of(argv))
-        except SchedulerError as exc:
-            yield _fail("slurm.nodes", exc.message)
-        else:
-            yield nodes_check(spec, partition, groups, sources)
-            yield gpus_check(spec, partition, groups, config, sources)
-    argv = ["sbatch", "--test-only", *sbatch_flags(spec), *spec.slurm.extra_args, "--wrap", "true"]
-    done = _run(argv)
-    yield submission_check(done.returncode, done.stderr)
-
-
-def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Iterator[Check]:
-    """Every check that runs on this machine, in the order they are printed."""
-    if spec.backend == "slurm":
-        yield from slurm_checks(spec, sources)
-    yield from container_checks(spec, cwd)
-    yield from dir_checks(spec, cwd)
-    yield auth_check(spec)
 
 
 # Ray's token authentication came in this release; before it, RAY_AUTH_MODE is ignored.

@@ -1,47 +1,43 @@
-"""`nrl-launch doctor --on-nodes`: a short probe job on the job's own nodes.
+"""The probe job of `nrl-launch doctor --on-nodes`: its request, and the verdicts on its report.
 
-It checks there what the login node cannot see (templates/doctor-probe.sbatch.j2): each node's
-hostname and GPUs, on the node itself; then, where the job's own steps run (in its container,
-with the pyxis flags and mounts the job's steps get, when it has one), the setup command and
-Ray, and that the shared dirs are the same dir on every node. A container that does not start
-on a node is said in pyxis's words (jobs/pyxis_errors.py). `parse_probe` and `probe_checks` are
-pure (tested on reports captured from the dev cluster); `probe_nodes` submits the job through
-`runner`, waits for it, and removes its files.
+It checks on the job's own nodes what the login node cannot see (templates/
+doctor-probe.sbatch.j2): each node's hostname and GPUs, on the node itself; then, where the job's
+own steps run (in its container, with the pyxis flags and mounts the job's steps get, when it has
+one), the setup command and Ray, and that the shared dirs are the same dir on every node. A
+container that does not start on a node is said in pyxis's words (jobs/pyxis_errors.py).
+Everything here is pure (tested on reports captured from the dev cluster); `on_nodes` submits
+the job, waits for it, and removes its files.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from nrl_launch import __version__, output
+from nrl_launch import __version__
 from nrl_launch.backends.slurm import container_mounts, gpu_flag, sbatch_flags
-from nrl_launch.doctor import (
-    PROBE_PREFIX,
+from nrl_launch.doctor.files import PROBE_PREFIX, _cache_dirs, _existing, _host_path
+from nrl_launch.doctor.verdicts import (
     Check,
     Status,
-    _cache_dirs,
-    _existing,
     _fail,
     _gpu_request,
-    _host_path,
     _ok,
-    _one_line,
-    _run,
     ray_auth_on_node,
-    shared_dirs,
 )
-from nrl_launch.errors import SchedulerError
 from nrl_launch.jobs import pyxis_errors
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
-__all__ = ["ProbeReport", "parse_probe", "probe_checks", "probe_nodes", "probe_request"]
+__all__ = [
+    "ProbeLine",
+    "ProbeReport",
+    "parse_probe",
+    "probe_checks",
+    "probe_request",
+    "report_path",
+]
 
 PROBE_TEMPLATE = "doctor-probe.sbatch.j2"
 # Each line of the probe job's report starts with this (other output, e.g. setup's, does not).
@@ -321,124 +317,3 @@ def report_path(dirs: Sequence[tuple[str, Path]], job_id: str) -> Path:
     """Where the probe job writes its report: in the first shared dir (the log dir, where the
     job's own output goes)."""
     return dirs[0][1] / f"{PROBE_PREFIX}{job_id}.out"
-
-
-def _remove_probe_files(job_id: str, dirs: Sequence[Path], report: Path) -> None:
-    """What a cancelled or broken probe job left behind (it removes its files itself when it
-    runs to the end)."""
-    # Clean-up must not hide the checks' results: a file that cannot be removed stays.
-    for leftover in [p for d in dirs for p in d.glob(f"{PROBE_PREFIX}{job_id}-*")] + [report]:
-        with contextlib.suppress(OSError):
-            leftover.unlink(missing_ok=True)
-
-
-def _read_report(output: Path, patience_s: float = 10.0) -> ProbeReport:
-    """The report, once its last line is there: a shared file system may show a file written
-    on a node a few seconds late."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            report = parse_probe(output.read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            report = ProbeReport()
-        if report.done or time.monotonic() >= deadline:
-            return report
-        time.sleep(0.5)
-
-
-def _text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _wait(job_id: str, timeout_s: float, progress: Callable[[str], None]) -> tuple[bool, str]:
-    """Wait for the job to end: (True, how it ended) or, at the timeout, (False, its state)."""
-    from nrl_launch.backends import state_phase
-    from nrl_launch.backends.slurm import scheduler_views
-
-    deadline = time.monotonic() + timeout_s
-    last, delay = "", 0.5
-    while True:
-        try:
-            views = scheduler_views([job_id])
-        except SchedulerError:
-            views = None  # slurmctld busy for a moment: ask again at the next poll
-        if views is not None:
-            view = views.get(job_id)
-            if view is None:
-                return True, "ended"  # Slurm forgets a job some time after it ends
-            code = f", exit code {view.exit_code}" if view.exit_code else ""
-            state = view.state + (f" ({view.reason})" if view.reason else "") + code
-            if state_phase(view.state).terminal:
-                return True, state
-            if state != last:
-                progress(f"probe job {job_id}: {state}")
-                last = state
-        if time.monotonic() >= deadline:
-            return False, last or "unknown (Slurm did not answer)"
-        time.sleep(delay)
-        delay = min(delay * 1.5, 3.0)  # gentle on slurmctld while the job waits in the queue
-
-
-def probe_nodes(
-    spec: LaunchSpec, cwd: Path, timeout_s: float, progress: Callable[[str], None]
-) -> list[Check]:
-    """Submit the probe job, wait for it (Ctrl-C cancels it), and judge what it printed."""
-    dirs = shared_dirs(spec, cwd)
-    # A dir that does not exist yet is probed where it will be created.
-    probed = [(key, _existing(path)) for key, path in dirs]
-    pyxis = spec.container.runtime == "pyxis"
-    problem = _unmountable(probed[0][1]) if pyxis else None
-    if problem:
-        return [_fail("on nodes", f"not run: {problem}")]
-    fd, name = tempfile.mkstemp(prefix="nrl-doctor-", suffix=".sbatch")
-    script = Path(name)
-    try:
-        argv, text = probe_request(spec, probed, script)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        done = _run(argv)
-    finally:
-        script.unlink(missing_ok=True)  # sbatch keeps its own copy
-    job_id = done.stdout.strip().split(";")[0]
-    if done.returncode != 0 or not job_id.isdigit():
-        reason = _one_line(done.stderr) or f"no job id (stdout: {done.stdout.strip()!r})"
-        return [_fail("on nodes", f"the probe job was not accepted: {reason}")]
-    out = report_path(probed, job_id)
-    try:
-        progress(
-            f"on nodes: probe job {job_id} submitted ({spec.slurm.nodes} node(s)); waiting up "
-            f"to {timeout_s:.0f} s, Ctrl-C cancels it"
-        )
-        ended, state = _wait(job_id, timeout_s, progress)
-        if not ended:
-            _run(["scancel", job_id])
-            return [
-                _fail(
-                    "on nodes",
-                    f"probe job {job_id} was still {state} after {timeout_s:.0f} s: cancelled "
-                    "it (raise --probe-timeout to wait longer)",
-                )
-            ]
-        report = _read_report(out)
-        errors = {n: _text(_error_path(out.parent, job_id, n)) for n in report.nodes if pyxis}
-    except KeyboardInterrupt:
-        _run(["scancel", job_id])
-        output.warn(f"cancelled probe job {job_id}")
-        raise
-    finally:
-        _remove_probe_files(job_id, [p for _, p in probed], out)
-    if not report.nodes:
-        return [
-            _fail(
-                "on nodes",
-                f"probe job {job_id} ended ({state}) without writing its report {out}: "
-                f"can the nodes write in {out.parent} (logs.base_dir)?",
-            )
-        ]
-    checks = probe_checks(spec, report, probed, errors)
-    if not report.done:
-        checks.append(_fail("on nodes", f"probe job {job_id} ended before its last step"))
-    return checks
