@@ -133,7 +133,9 @@ class Backend(Protocol):
     """One place a job can run."""
 
     name: str
-    plain_jobs: bool  # whether `plan_plain` has a job kind to give (run, pull)
+    # Its jobs are sbatch requests to a Slurm cluster: it has plain jobs (`plan_plain`: run,
+    # pull), and doctor asks Slurm about a request and can run its probe job there.
+    slurm_cluster: bool
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
@@ -144,7 +146,7 @@ class Backend(Protocol):
         self, spec: LaunchSpec, script_path: str | None = None, *, remove_first: str | None = None
     ) -> Request:
         """The request for a plain job: one command on every node, no Ray (`run`, `pull`);
-        raises UsageError where the backend has none (`plain_jobs` is false)."""
+        raises UsageError where the backend has none (not `slurm_cluster`)."""
 
     def check_chain(self, spec: LaunchSpec) -> None:
         """Raises UsageError unless jobs can be chained one after another here (--chain)."""

@@ -78,7 +78,7 @@ class LocalBackend:
     """A job on this machine, in a session of its own that outlives the CLI."""
 
     name = "local"
-    plain_jobs = False
+    slurm_cluster = False
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

@@ -244,7 +244,7 @@ class SlurmBackend:
     """Jobs queued with sbatch; a Ray job (`plan`) or a plain one (`plan_plain`)."""
 
     name = "slurm"
-    plain_jobs = True
+    slurm_cluster = True
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

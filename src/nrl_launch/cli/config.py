@@ -7,20 +7,63 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.cli.options import (
+    Account,
+    BackendName,
+    Container,
+    ContainerRuntime,
+    DriverCommand,
+    Envs,
+    GpusPerNode,
+    Interactive,
+    JobFile,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    NemoConfig,
+    NoCheck,
+    Nodes,
+    Partition,
+    Profile,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 
 app = typer.Typer(help="Inspect the effective job spec.", no_args_is_help=True)
 
 
 @app.command("show")
-@job_options
 def show(
-    flags: JobFlags,
     sources: Annotated[
         bool, typer.Option("--sources", help="Show where each value came from.")
     ] = False,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    backend: BackendName = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    interactive: Interactive = False,
+    config: NemoConfig = None,
+    no_check: NoCheck = False,
+    json: Json = False,
+    command: DriverCommand = None,
 ) -> None:
     """Print the job spec after layering defaults, profile, job file, env, flags and --set."""
+    flags = job_flags_of(locals())
     import yaml
 
     from nrl_launch.layers import flatten

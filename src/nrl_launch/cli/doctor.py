@@ -9,7 +9,31 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.cli.options import (
+    Account,
+    BackendName,
+    Container,
+    ContainerRuntime,
+    DriverCommand,
+    Envs,
+    GpusPerNode,
+    Interactive,
+    JobFile,
+    JobFlags,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    NemoConfig,
+    NoCheck,
+    Nodes,
+    Partition,
+    Profile,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -19,9 +43,7 @@ if TYPE_CHECKING:
 _LABELS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 
 
-@job_options
 def doctor(
-    flags: JobFlags,
     on_nodes: Annotated[
         bool,
         typer.Option(
@@ -39,16 +61,38 @@ def doctor(
             metavar="SECONDS",
         ),
     ] = 300,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    backend: BackendName = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    interactive: Interactive = False,
+    config: NemoConfig = None,
+    no_check: NoCheck = False,
+    json: Json = False,
+    command: DriverCommand = None,
 ) -> None:
     """Check the job against the cluster: Slurm, partition, account, nodes, GPUs, container,
     mounts, and the log and cache dirs. Exits 6 when a check fails; nothing is queued (except
     the probe job of --on-nodes)."""
+    flags = job_flags_of(locals())
     from nrl_launch import backends
     from nrl_launch import doctor as checks
 
     resolved = _resolve(flags)
     spec = resolved.spec
-    if on_nodes and not checks.asks_slurm(backends.get(spec.backend)):
+    if on_nodes and not backends.get(spec.backend).slurm_cluster:
         raise UsageError(f"--on-nodes runs a Slurm job: it needs backend slurm, not {spec.backend}")
     used = checks.settings(resolved, on_nodes=on_nodes)
     if not flags.json:

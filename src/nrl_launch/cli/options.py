@@ -1,21 +1,19 @@
 """The job options shared by every command that builds a job spec (render, submit, config show,
-run, pull).
+plan, doctor, run, pull).
 
-They are declared once here; `job_options` adds them to a command's signature, so every such
-command takes exactly the same flags, and turns them into a `JobFlags`. `some_job_options` adds
-only some of them, for a command to which the others mean nothing (pull has no nodes to choose).
+Each is declared once here as an `Annotated` type; a command names those it takes in its own
+signature, and `job_flags` turns what they said into a `JobFlags`. A command to which an
+option means nothing (pull has no nodes to choose) simply does not take it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import inspect
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,9 +23,34 @@ if TYPE_CHECKING:
     from nrl_launch.layers import Resolved, Setting
     from nrl_launch.nemorl.job import Prepared
 
-__all__ = ["DryRun", "JobFlags", "Quiet", "job_options", "some_job_options"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "Account",
+    "BackendName",
+    "Container",
+    "ContainerRuntime",
+    "DriverCommand",
+    "DryRun",
+    "Envs",
+    "GpusPerNode",
+    "Interactive",
+    "JobFile",
+    "JobFlags",
+    "JobName",
+    "Json",
+    "LogDir",
+    "Mounts",
+    "NemoConfig",
+    "NoCheck",
+    "Nodes",
+    "Partition",
+    "Profile",
+    "Quiet",
+    "Secrets",
+    "Sets",
+    "Time",
+    "job_flags",
+    "job_flags_of",
+]
 
 _JOB = "Job spec"
 _SLURM = "Slurm"
@@ -104,221 +127,248 @@ class JobFlags:
         return load([*base, layers.Setting("interactive", True, "no driver needed")])
 
 
-@dataclass(frozen=True)
-class _Option:
-    param: str
-    kind: Any
-    names: tuple[str, ...]  # empty for the positional driver command
-    help: str
-    panel: str
-    key: str | None = None  # the spec key it sets directly, if any
-    metavar: str | None = None
-
-    def typer_param(self) -> Any:
-        if not self.names:
-            return typer.Argument(help=self.help, metavar=self.metavar, show_default=False)
-        return typer.Option(
-            *self.names,
-            help=self.help,
-            rich_help_panel=self.panel,
-            show_default=False,
-            metavar=self.metavar,
-        )
+def _option(*names: str, help: str, panel: str, metavar: str | None = None) -> Any:
+    return typer.Option(
+        *names, help=help, rich_help_panel=panel, show_default=False, metavar=metavar
+    )
 
 
-_OPTIONS = [
-    _Option(
-        "profile",
-        Path | None,
-        ("--profile",),
-        "Profile YAML (default: $NRL_LAUNCH_PROFILE, "
-        "./nrl-launch.yaml, then ~/.config/nrl-launch/profile.yaml).",
-        _JOB,
+# The job options, one type each: a command takes those that mean something to it by naming
+# them in its signature (`nodes: Nodes = None`) and hands them to `job_flags`.
+Profile = Annotated[
+    Path | None,
+    _option(
+        "--profile",
+        help="Profile YAML (default: $NRL_LAUNCH_PROFILE, ./nrl-launch.yaml, then "
+        "~/.config/nrl-launch/profile.yaml).",
+        panel=_JOB,
         metavar="FILE",
     ),
-    _Option(
-        "job",
-        Path | None,
-        ("-f", "--job"),
-        "Job spec YAML, layered over the profile.",
-        _JOB,
-        metavar="FILE",
+]
+JobFile = Annotated[
+    Path | None,
+    _option(
+        "-f", "--job", help="Job spec YAML, layered over the profile.", panel=_JOB, metavar="FILE"
     ),
-    _Option(
-        "set_",
-        list[str] | None,
-        ("--set",),
-        "Set any spec key, last and highest: --set slurm.nodes=4 (repeatable).",
-        _JOB,
-        metavar="KEY=VALUE",
-    ),
-    _Option(
-        "backend",
-        str | None,
-        ("--backend",),
-        "slurm (default), or local: the same job on this machine, one node.",
-        _JOB,
-        "backend",
-        "NAME",
-    ),
-    _Option("nodes", int | None, ("--nodes",), "Nodes to allocate.", _SLURM, "slurm.nodes", "N"),
-    _Option(
-        "gpus_per_node",
-        int | None,
-        ("--gpus-per-node",),
-        "GPUs per node.",
-        _SLURM,
-        "slurm.gpus_per_node",
-        "N",
-    ),
-    _Option(
-        "time",
-        str | None,
-        ("--time",),
-        "Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.",
-        _SLURM,
-        "slurm.time",
-        "TIME",
-    ),
-    _Option(
-        "account", str | None, ("--account",), "Slurm account.", _SLURM, "slurm.account", "NAME"
-    ),
-    _Option(
-        "partition",
-        str | None,
-        ("--partition",),
-        "Slurm partition.",
-        _SLURM,
-        "slurm.partition",
-        "NAME",
-    ),
-    _Option(
-        "job_name", str | None, ("--job-name",), "Slurm job name.", _SLURM, "slurm.job_name", "NAME"
-    ),
-    _Option(
-        "container",
-        str | None,
-        ("--container",),
-        "Container image: a registry reference or a .sqsh path (implies pyxis).",
-        _RUN,
-        "container.image",
-        "IMAGE",
-    ),
-    _Option(
-        "container_runtime",
-        str | None,
-        ("--container-runtime",),
-        "pyxis or none.",
-        _RUN,
-        "container.runtime",
-        "RUNTIME",
-    ),
-    _Option(
-        "mount",
-        list[str] | None,
-        ("--mount",),
-        "Bind mount SRC:DST[:FLAGS] (repeatable; replaces container.mounts).",
-        _RUN,
-        "container.mounts",
-        "SRC:DST",
-    ),
-    _Option(
-        "env",
-        list[str] | None,
-        ("--env",),
-        "Environment variable for every node (repeatable).",
-        _RUN,
-        metavar="NAME=VALUE",
-    ),
-    _Option(
-        "secret",
-        list[str] | None,
-        ("--secret",),
-        "Pass this variable from your environment by name, never by value (repeatable).",
-        _RUN,
+]
+SET_HELP = "Set any spec key, last and highest: --set slurm.nodes=4 (repeatable)."
+Sets = Annotated[list[str] | None, _option("--set", help=SET_HELP, panel=_JOB, metavar="KEY=VALUE")]
+BackendName = Annotated[
+    str | None,
+    _option(
+        "--backend",
+        help="slurm (default), or local: the same job on this machine, one node.",
+        panel=_JOB,
         metavar="NAME",
     ),
-    _Option(
-        "log_dir",
-        str | None,
-        ("--log-dir",),
-        "Base dir of <JOBID>-logs/ (relative: to the submit dir).",
-        _RUN,
-        "logs.base_dir",
-        "DIR",
+]
+Nodes = Annotated[
+    int | None, _option("--nodes", help="Nodes to allocate.", panel=_SLURM, metavar="N")
+]
+GpusPerNode = Annotated[
+    int | None, _option("--gpus-per-node", help="GPUs per node.", panel=_SLURM, metavar="N")
+]
+Time = Annotated[
+    str | None,
+    _option(
+        "--time",
+        help="Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.",
+        panel=_SLURM,
+        metavar="TIME",
     ),
-    _Option(
-        "interactive", bool, ("--interactive",), "No driver: keep the cluster up for attach.", _RUN
+]
+Account = Annotated[
+    str | None, _option("--account", help="Slurm account.", panel=_SLURM, metavar="NAME")
+]
+Partition = Annotated[
+    str | None, _option("--partition", help="Slurm partition.", panel=_SLURM, metavar="NAME")
+]
+JobName = Annotated[
+    str | None, _option("--job-name", help="Slurm job name.", panel=_SLURM, metavar="NAME")
+]
+Container = Annotated[
+    str | None,
+    _option(
+        "--container",
+        help="Container image: a registry reference or a .sqsh path (implies pyxis).",
+        panel=_RUN,
+        metavar="IMAGE",
     ),
-    _Option(
-        "config",
-        str | None,
-        ("--config",),
-        "NeMo RL config: sizes and checks the job; with a RECIPE, builds the driver command.",
-        _NEMO,
-        "nemo_rl.config",
-        "FILE",
+]
+ContainerRuntime = Annotated[
+    str | None,
+    _option("--container-runtime", help="pyxis or none.", panel=_RUN, metavar="RUNTIME"),
+]
+Mounts = Annotated[
+    list[str] | None,
+    _option(
+        "--mount",
+        help="Bind mount SRC:DST[:FLAGS] (repeatable; replaces container.mounts).",
+        panel=_RUN,
+        metavar="SRC:DST",
     ),
-    _Option(
-        "no_check",
-        bool,
-        ("--no-check",),
-        "Do not refuse a job whose NeMo RL config does not fit it, or whose container checks "
-        "fail (problems become warnings).",
-        _NEMO,
+]
+Envs = Annotated[
+    list[str] | None,
+    _option(
+        "--env",
+        help="Environment variable for every node (repeatable).",
+        panel=_RUN,
+        metavar="NAME=VALUE",
     ),
-    _Option("json", bool, ("--json",), "Print a versioned JSON object instead of text.", "Output"),
-    _Option(
-        "command",
-        list[str] | None,
-        (),
-        "The driver, after --: -- uv run examples/run_grpo.py --config c.yaml; "
+]
+Secrets = Annotated[
+    list[str] | None,
+    _option(
+        "--secret",
+        help="Pass this variable from your environment by name, never by value (repeatable).",
+        panel=_RUN,
+        metavar="NAME",
+    ),
+]
+LogDir = Annotated[
+    str | None,
+    _option(
+        "--log-dir",
+        help="Base dir of <JOBID>-logs/ (relative: to the submit dir).",
+        panel=_RUN,
+        metavar="DIR",
+    ),
+]
+Interactive = Annotated[
+    bool,
+    _option("--interactive", help="No driver: keep the cluster up for attach.", panel=_RUN),
+]
+NemoConfig = Annotated[
+    str | None,
+    _option(
+        "--config",
+        help="NeMo RL config: sizes and checks the job; with a RECIPE, builds the driver command.",
+        panel=_NEMO,
+        metavar="FILE",
+    ),
+]
+NoCheck = Annotated[
+    bool,
+    _option(
+        "--no-check",
+        help="Do not refuse a job whose NeMo RL config does not fit it, or whose container "
+        "checks fail (problems become warnings).",
+        panel=_NEMO,
+    ),
+]
+Json = Annotated[
+    bool, _option("--json", help="Print a versioned JSON object instead of text.", panel="Output")
+]
+DriverCommand = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="The driver, after --: -- uv run examples/run_grpo.py --config c.yaml; "
         "with --config: RECIPE (grpo, sft, dpo, ...) and Hydra OVERRIDES.",
-        _RUN,
         metavar="CMD",
+        show_default=False,
     ),
 ]
 
+# The options that set one spec key each, with the flag that labels the value.
+_KEYED = {
+    "backend": ("backend", "--backend"),
+    "nodes": ("slurm.nodes", "--nodes"),
+    "gpus_per_node": ("slurm.gpus_per_node", "--gpus-per-node"),
+    "time": ("slurm.time", "--time"),
+    "account": ("slurm.account", "--account"),
+    "partition": ("slurm.partition", "--partition"),
+    "job_name": ("slurm.job_name", "--job-name"),
+    "container": ("container.image", "--container"),
+    "container_runtime": ("container.runtime", "--container-runtime"),
+    "mount": ("container.mounts", "--mount"),
+    "log_dir": ("logs.base_dir", "--log-dir"),
+    "config": ("nemo_rl.config", "--config"),
+}
 
-def _job_flags(kwargs: dict[str, Any]) -> JobFlags:
+
+def job_flags(
+    *,
+    profile: Path | None = None,
+    job: Path | None = None,
+    set_: list[str] | None = None,
+    backend: str | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    time: str | None = None,
+    account: str | None = None,
+    partition: str | None = None,
+    job_name: str | None = None,
+    container: str | None = None,
+    container_runtime: str | None = None,
+    mount: list[str] | None = None,
+    env: list[str] | None = None,
+    secret: list[str] | None = None,
+    log_dir: str | None = None,
+    interactive: bool = False,
+    config: str | None = None,
+    no_check: bool = False,
+    json: bool = False,
+    command: list[str] | None = None,
+) -> JobFlags:
+    """What a command's job options said, as one `JobFlags` (each value labelled with its
+    flag). A command passes the options it takes; the others keep these defaults."""
+    keyed = {
+        "backend": backend,
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "time": time,
+        "account": account,
+        "partition": partition,
+        "job_name": job_name,
+        "container": container,
+        "container_runtime": container_runtime,
+        "mount": mount,
+        "log_dir": log_dir,
+        "config": config,
+    }
     values: dict[str, Any] = {}
     labels: dict[str, str] = {}
 
     def put(key: str, value: Any, label: str) -> None:
         values[key], labels[key] = value, label
 
-    for option in _OPTIONS:
-        value = kwargs[option.param]
-        if option.key is not None and value not in (None, []):
-            put(option.key, value, option.names[-1])
-    if kwargs["container"] and not kwargs["container_runtime"]:
-        put("container.runtime", "pyxis", "--container")  # an image means a container
-    for key, value, label in _named_items(kwargs["env"] or [], kwargs["secret"] or []):
-        put(key, value, label)
-    command = kwargs["command"] or []
-    _no_bare_recipe(command, kwargs["config"])
-    if kwargs["no_check"]:
-        put("nemo_rl.check", False, "--no-check")
-    if kwargs["config"] is not None:
-        for key, (value, label) in _recipe_words(command).items():
+    for param, value in keyed.items():
+        if value not in (None, []):
+            key, label = _KEYED[param]
             put(key, value, label)
-        command = []
-    if kwargs["interactive"]:
-        if command:
+    if container and not container_runtime:
+        put("container.runtime", "pyxis", "--container")  # an image means a container
+    for key, value, label in _named_items(env or [], secret or []):
+        put(key, value, label)
+    words = command or []
+    _no_bare_recipe(words, config)
+    if no_check:
+        put("nemo_rl.check", False, "--no-check")
+    if config is not None:
+        for key, (value, label) in _recipe_words(words).items():
+            put(key, value, label)
+        words = []
+    if interactive:
+        if words:
             raise UsageError("--interactive and a driver command after -- cannot be combined")
         put("interactive", True, "--interactive")
         put("driver.command", None, "--interactive")
-    elif command:
-        put("driver.command", list(command), "-- CMD")
+    elif words:
+        put("driver.command", list(words), "-- CMD")
         put("interactive", False, "-- CMD")
     return JobFlags(
-        profile=kwargs["profile"],
-        job=kwargs["job"],
-        values=values,
-        labels=labels,
-        sets=kwargs["set_"] or [],
-        json=kwargs["json"],
+        profile=profile, job=job, values=values, labels=labels, sets=set_ or [], json=json
     )
+
+
+_JOB_OPTIONS = frozenset(inspect.signature(job_flags).parameters)
+
+
+def job_flags_of(params: Mapping[str, Any]) -> JobFlags:
+    """`job_flags` of a command's own parameters (its `locals()` on entry): the job options
+    among them, by name, each declared in its signature with the types above."""
+    return job_flags(**{name: value for name, value in params.items() if name in _JOB_OPTIONS})
 
 
 def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, str, str]]:
@@ -352,54 +402,3 @@ def _recipe_words(words: list[str]) -> dict[str, tuple[Any, str]]:
     if words:
         found["nemo_rl.overrides"] = (list(words), "OVERRIDES")
     return found
-
-
-def job_options(func: F) -> F:
-    """Give `func` the shared job options; it receives them as one `flags: JobFlags`."""
-    return _with_options(func, _OPTIONS)
-
-
-def some_job_options(*params: str, helps: Mapping[str, str] | None = None) -> Callable[[F], F]:
-    """Like `job_options`, with only the options named (by parameter name, e.g. "account"),
-    and `helps` to say what one means to this command; the others keep their defaults."""
-    helps = helps or {}
-    unknown = (set(params) | set(helps)) - {o.param for o in _OPTIONS}
-    if unknown:
-        raise ValueError(f"no such job option: {sorted(unknown)}")
-    chosen = [
-        dataclasses.replace(o, help=helps.get(o.param, o.help))
-        for o in _OPTIONS
-        if o.param in params
-    ]
-    return lambda func: _with_options(func, chosen)
-
-
-def _with_options(func: F, options: list[_Option]) -> F:
-    own = [
-        p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "flags"
-    ]
-    shared = [
-        inspect.Parameter(
-            o.param,
-            inspect.Parameter.KEYWORD_ONLY,
-            annotation=Annotated[o.kind, o.typer_param()],
-            default=_default(o),
-        )
-        for o in options
-    ]
-
-    @functools.wraps(func)
-    def wrapper(**kwargs: Any) -> Any:
-        given = {o.param: kwargs.pop(o.param) for o in options}
-        flags = _job_flags({o.param: given.get(o.param, _default(o)) for o in _OPTIONS})
-        return func(flags=flags, **kwargs)
-
-    params = own + shared
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    del wrapper.__wrapped__  # typer must read the new signature, not func's
-    return wrapper  # type: ignore[return-value]
-
-
-def _default(option: _Option) -> Any:
-    return False if option.kind is bool else None

@@ -5,7 +5,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.cli.options import (
+    Account,
+    BackendName,
+    Container,
+    ContainerRuntime,
+    DriverCommand,
+    Envs,
+    GpusPerNode,
+    Interactive,
+    JobFile,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    NemoConfig,
+    NoCheck,
+    Nodes,
+    Partition,
+    Profile,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 from nrl_launch.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -13,14 +36,36 @@ if TYPE_CHECKING:
     from nrl_launch.nemorl.layout import Layout, NodeRole
 
 
-@job_options
-def plan(flags: JobFlags) -> None:
+def plan(
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    backend: BackendName = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    interactive: Interactive = False,
+    config: NemoConfig = None,
+    no_check: NoCheck = False,
+    json: Json = False,
+    command: DriverCommand = None,
+) -> None:
     """Print the Slurm allocation a NeMo RL config needs and its per-node GPU layout.
 
     nrl-launch plan --config recipe.yaml [OVERRIDES ...]: exit 0 when the config fits the job,
     2 with one line per problem when it does not. The job's flags and files (--nodes, -f,
     the profile) are checked against it too.
     """
+    flags = job_flags_of(locals())
     if "nemo_rl.config" not in flags.values and not flags.job and not flags.profile:
         raise UsageError("--config FILE: plan needs a NeMo RL config")
     prepared = flags.prepare(check=False, need_driver=False, notes=False)

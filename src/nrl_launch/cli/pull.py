@@ -11,7 +11,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nrl_launch.cli.options import DryRun, JobFlags, Quiet, some_job_options
+from nrl_launch.cli.options import (
+    Account,
+    DryRun,
+    JobFile,
+    JobFlags,
+    JobName,
+    Json,
+    LogDir,
+    Partition,
+    Profile,
+    Quiet,
+    Time,
+    job_flags_of,
+)
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,20 +46,19 @@ _FIXED = {
 _DEFAULTS = {"slurm.exclusive": False, "slurm.job_name": "enroot-import"}
 
 
-@some_job_options(
-    "profile",
-    "job",
-    "set_",
-    "time",
-    "account",
-    "partition",
-    "job_name",
-    "log_dir",
-    "json",
-    helps={"set_": "Set a spec key, e.g. --set caches.enroot=/shared/enroot-cache (repeatable)."},
-)
+PullSets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Set a spec key, e.g. --set caches.enroot=/shared/enroot-cache (repeatable).",
+        rich_help_panel="Job spec",
+        show_default=False,
+        metavar="KEY=VALUE",
+    ),
+]
+
+
 def pull(
-    flags: JobFlags,
     image: Annotated[
         str,
         typer.Argument(
@@ -75,9 +87,19 @@ def pull(
         typer.Option("--wait", help="Follow the job to its end; exit with enroot's exit code."),
     ] = False,
     dry_run: DryRun = False,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: PullSets = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    log_dir: LogDir = None,
+    json: Json = False,
 ) -> int:
     """Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); prints
     the job id. Then run jobs with --container FILE."""
+    flags = job_flags_of(locals())
     from nrl_launch import backends, enroot
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
@@ -98,8 +120,11 @@ def pull(
         request = backends.get(spec.backend).plan_plain(spec, remove_first=remove_first)
         return queued.dry_run("pull", request, json=flags.json, extra=about)
     rec = launch(spec, kind="plain", remove_first=remove_first)
-    what = f"enroot import of {parsed.uri} into {target} (then: --container {target})"
-    return queued.report("pull", rec, what, quiet=quiet, json=flags.json, wait=wait, extra=about)
+    text = (
+        f"Submitted job {rec.job_id}: enroot import of {parsed.uri} into {target} (then: "
+        f"--container {target}); logs in {rec.log_dir}\n{queued.next_steps(rec.job_id)}"
+    )
+    return queued.report("pull", [rec], text, quiet=quiet, json=flags.json, wait=wait, extra=about)
 
 
 def _output(out: Path | None, image: Image, *, force: bool) -> Path:

@@ -1,8 +1,8 @@
-"""What `run` and `pull` print once their job is queued, and their --wait: as `submit` does."""
+"""What `submit`, `run` and `pull` print once their jobs are queued, and their --wait."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
@@ -26,31 +26,36 @@ def dry_run(
     return 0
 
 
+def next_steps(job_id: str) -> str:
+    """The line under "Submitted job ...": how to follow the job."""
+    return (
+        f"  nrl-launch status {job_id}    nrl-launch logs {job_id} -f    nrl-launch cancel {job_id}"
+    )
+
+
 def report(
     command: str,
-    rec: JobRecord,
-    what: str,
+    records: Sequence[JobRecord],
+    text: str,
     *,
     quiet: bool,
     json: bool,
     wait: bool,
     extra: Mapping[str, Any] | None = None,
 ) -> int:
-    """Print the job id (and how to follow it; with --json, `extra` too); with `wait`, follow
-    the job to its end and return its exit code."""
+    """Print what was queued: `text`, or with `quiet` the job ids, or with `json` one object
+    for the last job (and `extra`); with `wait`, follow the last job to its end, print its
+    status (with --json, in the same object) and return its exit code."""
+    rec = records[-1]
     submitted = {"job_id": rec.job_id, "log_dir": rec.log_dir, "argv": rec.argv, **(extra or {})}
     if json and not wait:
         output.emit_json(command, submitted)
     elif json:
         pass  # one object, printed once the job has ended
     elif quiet:
-        output.emit_text(rec.job_id)
+        output.emit_text("\n".join(r.job_id for r in records))
     else:
-        output.emit_text(
-            f"Submitted job {rec.job_id}: {what}; logs in {rec.log_dir}\n"
-            f"  nrl-launch status {rec.job_id}    nrl-launch logs {rec.job_id} -f    "
-            f"nrl-launch cancel {rec.job_id}"
-        )
+        output.emit_text(text)
     if not wait:
         return 0
     from nrl_launch.cli.status import follow, status_object

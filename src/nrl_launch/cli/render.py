@@ -8,23 +8,66 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, job_options
+from nrl_launch.cli.options import (
+    Account,
+    BackendName,
+    Container,
+    ContainerRuntime,
+    DriverCommand,
+    Envs,
+    GpusPerNode,
+    Interactive,
+    JobFile,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    NemoConfig,
+    NoCheck,
+    Nodes,
+    Partition,
+    Profile,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 
 
-@job_options
 def render(
-    flags: JobFlags,
     out: Annotated[
         Path | None,
         typer.Option(
             "-o", "--output", help="Write the script to FILE (mode 0755).", metavar="FILE"
         ),
     ] = None,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    backend: BackendName = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    interactive: Interactive = False,
+    config: NemoConfig = None,
+    no_check: NoCheck = False,
+    json: Json = False,
+    command: DriverCommand = None,
 ) -> None:
     """Print the sbatch command and the whole job script; nothing is submitted or written.
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
+    flags = job_flags_of(locals())
     from nrl_launch import backends, container_checks
     from nrl_launch.jobs.launch import write_script
 

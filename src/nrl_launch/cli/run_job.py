@@ -8,58 +8,87 @@ from typing import Annotated
 
 import typer
 
-from nrl_launch.cli.options import DryRun, JobFlags, Quiet, some_job_options
+from nrl_launch.cli.options import (
+    Account,
+    Container,
+    ContainerRuntime,
+    DryRun,
+    Envs,
+    GpusPerNode,
+    JobFile,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    Nodes,
+    Partition,
+    Profile,
+    Quiet,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 from nrl_launch.errors import UsageError
+
+# The command and --no-check, as they read for run.
+Command = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="The command, after --: -- python prepare_data.py --out /shared/data",
+        metavar="CMD",
+        show_default=False,
+    ),
+]
+NoContainerCheck = Annotated[
+    bool,
+    typer.Option(
+        "--no-check",
+        help="Do not refuse the job when a container check fails (errors become warnings).",
+        rich_help_panel="NeMo RL",
+        show_default=False,
+    ),
+]
+
 
 # Every job option but --backend (the job is Slurm's: srun starts the command on each node)
 # and --interactive (there is no cluster to keep up), which run refuses by name.
-_OPTIONS = (
-    "profile",
-    "job",
-    "set_",
-    "nodes",
-    "gpus_per_node",
-    "time",
-    "account",
-    "partition",
-    "job_name",
-    "container",
-    "container_runtime",
-    "mount",
-    "env",
-    "secret",
-    "log_dir",
-    "no_check",
-    "json",
-    "command",
-)
-
-
-@some_job_options(
-    *_OPTIONS,
-    helps={
-        "command": "The command, after --: -- python prepare_data.py --out /shared/data",
-        "no_check": "Do not refuse the job when a container check fails (errors become warnings).",
-    },
-)
 def run(
-    flags: JobFlags,
     quiet: Quiet = False,
     wait: Annotated[
         bool,
         typer.Option("--wait", help="Follow the job to its end; exit with the command's code."),
     ] = False,
     dry_run: DryRun = False,
-    interactive: Annotated[bool, typer.Option("--interactive", hidden=True)] = False,
+    refuse_interactive: Annotated[bool, typer.Option("--interactive", hidden=True)] = False,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    no_check: NoContainerCheck = False,
+    json: Json = False,
+    command: Command = None,
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the
     job id. Its output is in job.log: nrl-launch logs JOBID."""
+    flags = job_flags_of(locals())
     from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
     from nrl_launch.shell import join
 
-    if interactive:
+    if refuse_interactive:
         raise UsageError(
             "--interactive: run runs one command and ends, with no Ray cluster to keep up; "
             "use nrl-launch submit --interactive for that"
@@ -72,7 +101,7 @@ def run(
     if spec.driver.command is None:
         raise UsageError("no command: give it after --, e.g. nrl-launch run --nodes 2 -- hostname")
     backend = backends.get(spec.backend)
-    if not backend.plain_jobs:
+    if not backend.slurm_cluster:
         raise UsageError(
             f"backend: run submits to Slurm, not {spec.backend!r} (from "
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
@@ -82,6 +111,8 @@ def run(
     if dry_run:
         return queued.dry_run("run", backend.plan_plain(spec), json=flags.json)
     rec = launch(spec, kind="plain")
-    command = join(spec.driver.command or ())
-    what = f"{command} on {spec.slurm.nodes} node(s)"
-    return queued.report("run", rec, what, quiet=quiet, json=flags.json, wait=wait)
+    text = (
+        f"Submitted job {rec.job_id}: {join(spec.driver.command or ())} on {spec.slurm.nodes} "
+        f"node(s); logs in {rec.log_dir}\n{queued.next_steps(rec.job_id)}"
+    )
+    return queued.report("run", [rec], text, quiet=quiet, json=flags.json, wait=wait)

@@ -6,17 +6,38 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nrl_launch import output
-from nrl_launch.cli.options import JobFlags, Quiet, job_options
+from nrl_launch.cli.options import (
+    Account,
+    BackendName,
+    Container,
+    ContainerRuntime,
+    DriverCommand,
+    Envs,
+    GpusPerNode,
+    Interactive,
+    JobFile,
+    JobName,
+    Json,
+    LogDir,
+    Mounts,
+    NemoConfig,
+    NoCheck,
+    Nodes,
+    Partition,
+    Profile,
+    Quiet,
+    Secrets,
+    Sets,
+    Time,
+    job_flags_of,
+)
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.spec import LaunchSpec
 
 
-@job_options
 def submit(
-    flags: JobFlags,
     quiet: Quiet = False,
     wait: Annotated[
         bool,
@@ -31,9 +52,32 @@ def submit(
             metavar="N",
         ),
     ] = None,
+    profile: Profile = None,
+    job: JobFile = None,
+    set_: Sets = None,
+    backend: BackendName = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    time: Time = None,
+    account: Account = None,
+    partition: Partition = None,
+    job_name: JobName = None,
+    container: Container = None,
+    container_runtime: ContainerRuntime = None,
+    mount: Mounts = None,
+    env: Envs = None,
+    secret: Secrets = None,
+    log_dir: LogDir = None,
+    interactive: Interactive = False,
+    config: NemoConfig = None,
+    no_check: NoCheck = False,
+    json: Json = False,
+    command: DriverCommand = None,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
+    flags = job_flags_of(locals())
     from nrl_launch import container_checks
+    from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
 
     if chain is not None and chain < 1:
@@ -46,45 +90,29 @@ def submit(
         spec = _chained(spec, prepared.checkpointing)
     records = [launch(spec) for _ in range(chain or 1)]
     rec = records[-1]
-    job_id = rec.job_id
-    submitted = {"job_id": job_id, "log_dir": rec.log_dir, "argv": rec.argv}
+    ids = " ".join(r.job_id for r in records)
     if chain is not None:
-        submitted["chain"] = [r.job_id for r in records]
-    if flags.json and not wait:
-        output.emit_json("submit", submitted)
-    elif flags.json:
-        pass  # one object, printed once the job has ended
-    elif quiet:
-        output.emit_text("\n".join(r.job_id for r in records))
-    elif chain is not None:
-        ids = " ".join(r.job_id for r in records)
-        output.emit_text(
+        text = (
             f"Submitted a chain of {chain} jobs, each starting when the one before ends: {ids}\n"
             f"  nrl-launch list    nrl-launch status {ids}    nrl-launch cancel {ids}"
         )
     else:
-        output.emit_text(
+        job_id = rec.job_id
+        text = (
             f"Submitted job {job_id} ({spec.slurm.nodes} node(s)); logs in {rec.log_dir}\n"
-            f"  nrl-launch status {job_id}    nrl-launch logs {job_id} -f    "
-            f"nrl-launch cancel {job_id}"
+            + queued.next_steps(job_id)
         )
         if spec.interactive:
             attach_script = f"{rec.log_dir}/{job_id}-attach.sh"
-            output.emit_text(
-                f"  Once it runs: nrl-launch attach {job_id} [--node K] [-- CMD], or ray.sub's\n"
+            text += (
+                f"\n  Once it runs: nrl-launch attach {job_id} [--node K] [-- CMD], or ray.sub's\n"
                 f"    bash {attach_script} [K]    COMMAND='ray status' bash {attach_script} [K]\n"
                 f"  Stop it with nrl-launch stop {job_id}"
             )
-    if not wait:
-        return 0
-    from nrl_launch.cli.status import follow, status_object
-
-    code = follow([rec], quiet=quiet or flags.json)
-    if flags.json:
-        from nrl_launch.jobs import query
-
-        output.emit_json("submit", submitted | {"status": status_object(query.statuses([rec])[0])})
-    return code
+    extra = {"chain": [r.job_id for r in records]} if chain is not None else None
+    return queued.report(
+        "submit", records, text, quiet=quiet, json=flags.json, wait=wait, extra=extra
+    )
 
 
 def _chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:

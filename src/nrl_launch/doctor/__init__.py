@@ -49,7 +49,6 @@ from nrl_launch.errors import SchedulerError
 from nrl_launch.spec import LaunchSpec, Mount
 
 if TYPE_CHECKING:
-    from nrl_launch.backends import Backend
     from nrl_launch.layers import Resolved
 
 # The package names every check and parser (`doctor.parse_config`, `doctor.dir_check`), as the
@@ -60,7 +59,6 @@ __all__ = [
     "NodeGroup",
     "Partition",
     "account_check",
-    "asks_slurm",
     "auth_check",
     "container_checks",
     "dir_check",
@@ -199,17 +197,9 @@ def slurm_checks(spec: LaunchSpec, sources: Mapping[str, str]) -> Iterator[Check
     yield submission_check(done.returncode, done.stderr)
 
 
-def asks_slurm(backend: Backend) -> bool:
-    """Whether doctor asks Slurm about jobs on `backend`: its jobs are sbatch requests, so
-    Slurm can judge the request, and `--on-nodes` can run its probe job (an sbatch job too)."""
-    # Only Slurm's backend has plain jobs (sbatch jobs without Ray) until the protocol says
-    # this itself.
-    return backend.plain_jobs
-
-
 def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Iterator[Check]:
     """Every check that runs on this machine, in the order they are printed."""
-    if asks_slurm(backends.get(spec.backend)):
+    if backends.get(spec.backend).slurm_cluster:  # Slurm can judge the request
         yield from slurm_checks(spec, sources)
     yield from container_checks(spec, cwd)
     yield from dir_checks(spec, cwd)
