@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -65,23 +64,24 @@ def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     job's: its driver's exit code, 0 when it completed, 1 when it was cancelled or timed out."""
     from nrl_launch.jobs import query
 
-    poll = query.StatusPoller(records)
     last: dict[str, tuple[str, str]] = {}
-    delay = 1.0
-    while True:
-        found = poll() or []
+
+    def print_changes(found: list[JobStatus]) -> bool:
+        """Print each job whose phase changed; whether all have ended."""
         for s in found:
             if last.get(s.job_id) != (s.phase.value, s.detail):
                 last[s.job_id] = (s.phase.value, s.detail)
                 if not quiet:
                     output.emit_text(_line(s))
-        if found and all(s.over for s in found):
-            first = found[0]
-            if first.phase.value == "COMPLETED":
-                return 0
-            if first.phase.value == "FAILED" and first.exit_code:
-                return first.exit_code
-            return 1
-        # Gentle on slurmctld: one squeue per poll for all jobs, polls growing to 5 s apart.
-        time.sleep(delay)
-        delay = min(delay + 1.0, 5.0)
+        return bool(found) and all(s.over for s in found)
+
+    # Gentle on slurmctld: one squeue per poll for all jobs, polls growing to 5 s apart.
+    waits = query.Backoff(first_s=1.0, most_s=5.0, step_s=1.0)
+    found = query.StatusPoller(records).wait_until(print_changes, None, waits)
+    assert found  # with no time limit, it returns once every job has ended
+    first = found[0]
+    if first.phase.value == "COMPLETED":
+        return 0
+    if first.phase.value == "FAILED" and first.exit_code:
+        return first.exit_code
+    return 1
