@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -402,6 +403,10 @@ def test_submit_creates_the_planned_job_in_the_node_group(api: FakeLepton) -> No
     sent = created.body
     planned_job = json.loads(request.job_spec)
     planned_job["spec"]["affinity"] = {"allowed_dedicated_node_groups": ["ng-2"]}  # the id
+    # Every job a name of its own: '-' and five hex digits after the spec's.
+    name = sent["metadata"]["id"]
+    assert re.fullmatch(r"grpo-2node-[0-9a-f]{5}", name)
+    planned_job["metadata"]["id"] = name
     assert sent == planned_job  # field for field what plan showed, the node group by its id
     assert sent["spec"]["container"]["command"][2] == lepton_backend().run_command(request.script)
     for hidden in (SECRET_VALUE, TOKEN):
@@ -425,23 +430,29 @@ def test_submit_refuses_a_node_group_the_workspace_lacks(api: FakeLepton) -> Non
         (
             409,
             SchedulerError,
-            "Lepton: creating job grpo-2node failed (HTTP 409: job grpo-2node already exists)",
+            "Lepton: creating job grpo-2node-0a1b2 failed (HTTP 409: job grpo-2node already "
+            "exists)",
         ),
         (
             503,
             UnconfirmedSubmitError,
-            "Lepton: creating job grpo-2node may have worked (HTTP 503: job grpo-2node already "
-            "exists): see `lep job list` before submitting again",
+            "Lepton: creating job grpo-2node-0a1b2 may have worked (HTTP 503: job grpo-2node "
+            "already exists): see `lep job list` before submitting again",
         ),
     ],
 )
 def test_submit_reports_the_apis_refusal_on_one_line(
-    api: FakeLepton, status: int, error: type[SchedulerError], line: str
+    api: FakeLepton,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    error: type[SchedulerError],
+    line: str,
 ) -> None:
     request = lepton_backend().BACKEND.plan(spec_of())
     api.answer("GET", "/dedicated-node-groups", node_groups(**{"h100-pool": "ng-2"}))
     message = {"code": "conflict", "message": "job grpo-2node\n already exists"}
     api.answer("POST", "/jobs", message, status=status)
+    monkeypatch.setattr(lepton_backend(), "unique_name", lambda name: f"{name}-0a1b2")
     with pytest.raises(error) as refused:
         submit(request)
     assert type(refused.value) is error

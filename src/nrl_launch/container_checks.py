@@ -155,8 +155,10 @@ def check(spec: LaunchSpec, *, on_host: bool, environ: Mapping[str, str] | None 
     """Print the container warnings of `spec` (submitted from this directory), or raise
     ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
     errors warnings. When the job is refused, only the errors are said: they come first."""
-    from nrl_launch import output
+    from nrl_launch import backends, output
 
+    if not backends.get(spec.backend).slurm_cluster:
+        return  # these are pyxis's rules; elsewhere the job's image is the whole container
     environ = os.environ if environ is None else environ
     found = findings(spec, str(Path.cwd()), environ, on_host=on_host)
     errors = [f.message for f in found if f.error]

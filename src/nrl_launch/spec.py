@@ -22,6 +22,20 @@ from pydantic import (
 )
 
 from nrl_launch import sbatch_args
+from nrl_launch.spec_fields import (
+    MOUNT_FLAGS,
+    EnvName,
+    Line,
+    NonEmpty,
+    Port,
+    Text,
+    as_text,
+    check_path_part,
+    check_time,
+    printable,
+    reserved_env_name,
+    slurm_time_minutes,
+)
 
 __all__ = [
     "DEFAULT_DRIVERS",
@@ -30,6 +44,8 @@ __all__ = [
     "ContainerSpec",
     "DriverSpec",
     "LaunchSpec",
+    "LeptonMount",
+    "LeptonSpec",
     "LogsSpec",
     "Mount",
     "NemoRLSpec",
@@ -41,166 +57,9 @@ __all__ = [
     "slurm_time_minutes",
 ]
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Slurm's --time forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-_TIME = re.compile(
-    r"(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?)"
-    r"|(?:(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+))"
-    r"|(?:(?P<m>\d+)(?::(?P<ms>\d+))?)"
-)
-_TIME_FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
-_MOUNT_FLAGS = re.compile(r"[a-z]+(?:\+[a-z]+)*")
-
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL byte")
-    return value
-
-
-def _single_line(value: str) -> str:
-    if "\n" in value or "\r" in value:
-        raise ValueError("must be a single line")
-    return _no_nul(value)
-
-
-def _printable(value: str) -> str:
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise ValueError("must not contain control characters such as newlines or tabs")
-    return value
-
-
-def _nonempty(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    return _no_nul(value)
-
-
-def _as_text(value: Any) -> Any:
-    """YAML reads `16` as an int and `1e-3` as a float; env values are strings either way."""
-    if isinstance(value, bool):
-        raise ValueError("must be a string (quote yes/no/true/false in YAML)")
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
-
-
-Text = Annotated[str, AfterValidator(_no_nul)]
-Line = Annotated[str, AfterValidator(_single_line)]
-NonEmpty = Annotated[str, AfterValidator(_nonempty)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-# Names bash sets itself (or refuses to set), and prefixes owned by bash, Slurm and the job
-# script: a job env value under one of them would be lost or would break the script.
-_BASH_NAMES = frozenset(
-    [
-        "_",
-        "IFS",
-        "PPID",
-        "UID",
-        "EUID",
-        "GROUPS",
-        "RANDOM",
-        "SRANDOM",
-        "SECONDS",
-        "LINENO",
-        "FUNCNAME",
-        "HISTCMD",
-        "OPTIND",
-        "OPTARG",
-        "SHELLOPTS",
-        "EPOCHSECONDS",
-        "EPOCHREALTIME",
-        "PWD",
-        "OLDPWD",
-        "HOSTNAME",
-        # bash changes SHLVL in every shell it starts, and keeps PIPESTATUS and DIRSTACK
-        # (which it also refuses to export) up to date itself.
-        "SHLVL",
-        "PIPESTATUS",
-        "DIRSTACK",
-        # Arrays of bash's own (mapfile's, coproc's and completion's): shellcheck flags a
-        # string assigned to one.
-        "MAPFILE",
-        "COPROC",
-        "COMP_WORDS",
-        "COMPREPLY",
-    ]
-)
-
-
-def reserved_env_name(name: str) -> str | None:
-    """Why `name` cannot be set in a job's environment, or None if it can."""
-    if name == "FUNCNEST":
-        return "FUNCNEST limits how deep the job script's functions may nest"
-    if name in _BASH_NAMES or name.startswith("BASH"):
-        return f"{name} is set by bash itself"
-    if name.startswith(("SLURM_", "SLURMD_")):
-        return f"{name} is set by Slurm for each job"
-    if name.startswith("NRL_"):
-        return "the NRL_ prefix belongs to the job script"
-    return None
-
-
-def _env_name(value: str) -> str:
-    if not _ENV_NAME.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not an environment variable name (letters, digits and _, "
-            "not starting with a digit)"
-        )
-    reason = reserved_env_name(value)
-    if reason:
-        raise ValueError(f"{value!r} cannot be set: {reason}")
-    return value
-
-
-EnvName = Annotated[str, AfterValidator(_env_name)]
-
-
-def slurm_time_minutes(value: str) -> float:
-    """Minutes in a Slurm time limit; raises ValueError naming the accepted forms."""
-    match = _TIME.fullmatch(value.strip())
-    if not match:
-        raise ValueError(f"must be a Slurm time limit: {_TIME_FORMS}")
-    g = {k: int(v) for k, v in match.groupdict().items() if v is not None}
-    if "d" in g:
-        if g["dh"] > 23 or g.get("dm", 0) > 59 or g.get("ds", 0) > 59:
-            raise ValueError(f"hours must be < 24, minutes and seconds < 60 ({_TIME_FORMS})")
-        total = g["d"] * 1440 + g["dh"] * 60 + g.get("dm", 0) + g.get("ds", 0) / 60
-    elif "h" in g:
-        if g["hm"] > 59 or g["hs"] > 59:
-            raise ValueError(f"minutes and seconds must be < 60 ({_TIME_FORMS})")
-        total = g["h"] * 60 + g["hm"] + g["hs"] / 60
-    else:
-        if g.get("ms", 0) > 59:
-            raise ValueError(f"seconds must be < 60 ({_TIME_FORMS})")
-        total = g["m"] + g.get("ms", 0) / 60
-    if total <= 0:
-        raise ValueError("must be longer than zero (an unlimited job blocks backfill)")
-    return total
-
-
-def _check_time(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)  # a bare number in YAML is minutes, as sbatch reads it
-    if isinstance(value, str):
-        slurm_time_minutes(value)
-    return value
-
-
-def _check_path_part(path: str, what: str) -> None:
-    if not path.startswith("/"):
-        raise ValueError(f"{what} {path!r} must be an absolute path")
-    for bad in (",", ":"):
-        if bad in path:
-            raise ValueError(
-                f"{what} {path!r} must not contain {bad!r} (pyxis separates mounts with it)"
-            )
 
 
 class Mount(_Spec):
@@ -226,9 +85,9 @@ class Mount(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> Mount:
-        _check_path_part(self.src, "source")
-        _check_path_part(self.dst, "destination")
-        if self.flags is not None and not _MOUNT_FLAGS.fullmatch(self.flags):
+        check_path_part(self.src, "source")
+        check_path_part(self.dst, "destination")
+        if self.flags is not None and not MOUNT_FLAGS.fullmatch(self.flags):
             raise ValueError(
                 f"flags {self.flags!r} must be pyxis mount flags such as ro, rw or ro+rprivate"
             )
@@ -240,9 +99,9 @@ class Mount(_Spec):
 
 class SlurmSpec(_Spec):
     # squeue and sacct print one job per line: a control character in a name would split it.
-    job_name: Annotated[NonEmpty, AfterValidator(_printable)] = "nrl-launch"
+    job_name: Annotated[NonEmpty, AfterValidator(printable)] = "nrl-launch"
     nodes: int = Field(default=1, ge=1)
-    time: Annotated[Line, BeforeValidator(_check_time)] = "01:00:00"
+    time: Annotated[Line, BeforeValidator(check_time)] = "01:00:00"
     account: NonEmpty | None = None
     partition: NonEmpty | None = None
     qos: NonEmpty | None = None
@@ -296,7 +155,7 @@ class ContainerSpec(_Spec):
                 "container.image is set but container.runtime is none: use pyxis or drop the image"
             )
         if self.workdir is not None:
-            _check_path_part(self.workdir, "workdir")
+            check_path_part(self.workdir, "workdir")
         return self
 
 
@@ -362,6 +221,34 @@ class RaySpec(_Spec):
     auth: Annotated[Literal["token", "off"], BeforeValidator(_yaml_switch)] = "token"
 
 
+class LeptonMount(_Spec):
+    """Storage every Lepton worker mounts: `path` of the volume `source` at `mount_path`."""
+
+    source: NonEmpty  # the volume, as Lepton names it: node-nfs:<volume>, or a storage name
+    path: NonEmpty = "/"
+    mount_path: NonEmpty
+
+    @field_validator("mount_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        check_path_part(value, "mount_path")
+        return value
+
+
+class LeptonSpec(_Spec):
+    """Where a job runs on DGX Cloud Lepton (backend lepton): one worker per node."""
+
+    resource_shape: NonEmpty | None = None  # e.g. gpu.8xh100-80gb: GPUs and their kind, per worker
+    node_group: NonEmpty | None = None  # the dedicated node group, by name
+    image_pull_secrets: tuple[NonEmpty, ...] = ()  # registry credentials, by secret name
+    mounts: tuple[LeptonMount, ...] = ()
+    # A secret of the job (secrets:) by the name of the Lepton secret that holds it; a required
+    # one not named here is the Lepton secret of the same name.
+    secret_refs: dict[EnvName, NonEmpty] = {}
+    shared_memory_mib: int | None = Field(default=None, ge=1)
+    max_failure_retry: int = Field(default=0, ge=0)
+
+
 class LogsSpec(_Spec):
     # Relative paths are relative to the directory `sbatch` runs in, as with ray.sub.
     base_dir: NonEmpty = "."
@@ -398,7 +285,7 @@ class CachesSpec(_Spec):
         for name in ("dir", "hf_home", "uv", "megatron", "enroot"):
             value = getattr(self, name)
             if value is not None:
-                _check_path_part(value, name)
+                check_path_part(value, name)
         return self
 
     def env(self) -> dict[str, str]:
@@ -506,18 +393,20 @@ class LaunchSpec(_Spec):
     """Everything needed to render and launch one job."""
 
     # slurm: a batch job on a Slurm cluster; local: the same bring-up on this machine, one node.
-    backend: Literal["slurm", "local"] = "slurm"
+    # lepton: a batch job of one worker per node on DGX Cloud Lepton.
+    backend: Literal["slurm", "local", "lepton"] = "slurm"
     interactive: bool = False
     slurm: SlurmSpec = SlurmSpec()
     container: ContainerSpec = ContainerSpec(runtime="none")
     ray: RaySpec = RaySpec()
     logs: LogsSpec = LogsSpec()
     caches: CachesSpec = CachesSpec()
-    env: dict[EnvName, Annotated[Text, BeforeValidator(_as_text)]] = {}
+    env: dict[EnvName, Annotated[Text, BeforeValidator(as_text)]] = {}
     secrets: dict[EnvName, SecretNeed] = DEFAULT_SECRETS
     setup: Text | None = None
     driver: DriverSpec = DriverSpec()
     nemo_rl: NemoRLSpec = NemoRLSpec()
+    lepton: LeptonSpec = LeptonSpec()
 
     @field_validator("secrets", mode="before")
     @classmethod
@@ -569,6 +458,8 @@ class LaunchSpec(_Spec):
                 "container.runtime: the local backend runs without a container (pyxis is a Slurm "
                 "plugin); use --container-runtime none"
             )
+        if self.backend == "lepton":
+            _check_lepton(self)
         ports = self.ray.ports
         width = ports.worker_max - ports.worker_min + 1
         need = max(64, 16 * self.slurm.gpus_per_node)
@@ -596,3 +487,55 @@ class LaunchSpec(_Spec):
                 "cache goes under caches (hf_home, uv, megatron, enroot) instead"
             )
         return self
+
+
+# Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit
+# adds 6 ('-' and 5 of a-z0-9) so that every job, and so its log dir, has a name of its own.
+LEPTON_NAME_SUFFIX = 6
+_LEPTON_NAME = re.compile(rf"[a-z][a-z0-9-]{{0,{35 - LEPTON_NAME_SUFFIX}}}")
+_LEPTON_SHAPE_GPUS = re.compile(r"gpu\.(\d+)x")
+
+
+def _check_lepton(spec: LaunchSpec) -> None:
+    """What a job needs to run on Lepton: where (shape, node group), its image, and a log dir
+    on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
+    lepton, name = spec.lepton, spec.slurm.job_name
+    for key in ("resource_shape", "node_group"):
+        if getattr(lepton, key) is None:
+            raise ValueError(f"lepton.{key}: backend lepton needs it (see `lep node list`)")
+    if not _LEPTON_NAME.fullmatch(name) or name.endswith("-"):
+        raise ValueError(
+            f"slurm.job_name: {name!r} is not a Lepton job name: up to "
+            f"{36 - LEPTON_NAME_SUFFIX} of a-z, 0-9 and '-', starting with a letter, not ending "
+            "with '-' (submit adds a suffix of its own)"
+        )
+    image = spec.container.image
+    if image is None or image.startswith(("/", ".")) or image.endswith(".sqsh"):
+        raise ValueError(
+            f"container.image: backend lepton pulls a registry image (e.g. nvcr.io/nvidia/"
+            f"nemo-rl:v0.4.0), not {image!r}"
+        )
+    if spec.container.mounts:
+        raise ValueError("container.mounts: on lepton, storage is mounted with lepton.mounts")
+    if spec.container.workdir is not None:
+        raise ValueError(
+            "container.workdir: on lepton the job starts in its image's own workdir; set "
+            "driver.workdir for the driver"
+        )
+    shape = _LEPTON_SHAPE_GPUS.match(lepton.resource_shape or "")
+    if shape and int(shape[1]) != spec.slurm.gpus_per_node:
+        raise ValueError(
+            f"slurm.gpus_per_node: {spec.slurm.gpus_per_node}, but lepton.resource_shape "
+            f"{lepton.resource_shape!r} gives each worker {shape[1]}"
+        )
+    base = spec.logs.base_dir.rstrip("/")
+    mounted = [m.mount_path.rstrip("/") for m in lepton.mounts]
+    if not any(base == m or base.startswith(m + "/") for m in mounted):
+        raise ValueError(
+            f"logs.base_dir: {spec.logs.base_dir!r} must be an absolute path on storage every "
+            f"worker mounts (lepton.mounts: {', '.join(mounted) or 'none'}), where the head and "
+            "the workers meet"
+        )
+    for env in lepton.secret_refs:
+        if spec.secrets.get(env, "off") == "off":
+            raise ValueError(f"lepton.secret_refs.{env}: {env} is not one of the job's secrets")

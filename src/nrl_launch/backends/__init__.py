@@ -39,6 +39,7 @@ class Request:
 
     argv: tuple[str, ...]
     script: str
+    job_spec: str | None = None  # a JSON job for a backend with an API (Lepton): what is sent
 
     @property
     def command_line(self) -> str:
@@ -136,6 +137,8 @@ class Backend(Protocol):
     # Its jobs are sbatch requests to a Slurm cluster: it has plain jobs (`plan_plain`: run,
     # pull), and doctor asks Slurm about a request and can run its probe job there.
     slurm_cluster: bool
+    shares_files: bool  # the job's log dir is on this machine's file systems: made here
+    secrets_from_shell: bool  # secrets travel from this shell's environment (not references)
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
@@ -186,8 +189,18 @@ def _local() -> Backend:
     return BACKEND
 
 
+def _lepton() -> Backend:
+    from nrl_launch.backends.lepton import BACKEND
+
+    return BACKEND
+
+
 # Each backend, by the name the spec and the records give it; its module loads when asked for.
-_BACKENDS: dict[str, Callable[[], Backend]] = {"slurm": _slurm, "local": _local}
+_BACKENDS: dict[str, Callable[[], Backend]] = {
+    "slurm": _slurm,
+    "local": _local,
+    "lepton": _lepton,
+}
 
 
 def get(name: str) -> Backend:

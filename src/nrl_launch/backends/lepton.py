@@ -177,6 +177,14 @@ def _nothing_sent(exc: BaseException) -> bool:
 # ---- The job (pure) ----
 
 
+def unique_name(name: str) -> str:
+    """`name` with the suffix submit adds (spec.LEPTON_NAME_SUFFIX characters: '-' and five
+    random hex digits), so that every job, and its log dir, has a name of its own."""
+    import secrets
+
+    return f"{name}-{secrets.token_hex(3)[:5]}"
+
+
 def run_command(script: str) -> str:
     """The bash text every worker runs (`/bin/bash -c` it): it writes `script` to a directory of
     its own (workers may share /tmp) and runs it as `bash job.sh lepton`.
@@ -490,7 +498,8 @@ class LeptonBackend:
         if affinity is not None and affinity.allowed_dedicated_node_groups:
             names = affinity.allowed_dedicated_node_groups
             affinity.allowed_dedicated_node_groups = _node_group_ids(client, names)
-        name = job.metadata.id_
+        # Each job its own name, so its own log dir (<name>-logs) beside an earlier job's.
+        name = job.metadata.id_ = unique_name(job.metadata.id_ or "")
         try:
             created = client.job.create(job)
         except ValueError as exc:  # the SDK's checks, which plan ran already

@@ -79,6 +79,8 @@ class LocalBackend:
 
     name = "local"
     slurm_cluster = False
+    shares_files = True
+    secrets_from_shell = True
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

@@ -245,6 +245,8 @@ class SlurmBackend:
 
     name = "slurm"
     slurm_cluster = True
+    shares_files = True
+    secrets_from_shell = True
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

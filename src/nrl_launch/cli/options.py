@@ -157,7 +157,8 @@ BackendName = Annotated[
     str | None,
     _option(
         "--backend",
-        help="slurm (default), or local: the same job on this machine, one node.",
+        help="slurm (default); local: the same job on this machine, one node; lepton: DGX "
+        "Cloud Lepton (a lepton: section in the job spec).",
         panel=_JOB,
         metavar="NAME",
     ),

@@ -63,7 +63,8 @@ def render(
     json: Json = False,
     command: DriverCommand = None,
 ) -> None:
-    """Print the sbatch command and the whole job script; nothing is submitted or written.
+    """Print the whole job script (its header holds the sbatch command; on Lepton, the job
+    spec comes first); nothing is submitted or written.
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
@@ -77,16 +78,25 @@ def render(
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         write_script(out, request.script)
+    # A backend with an API (Lepton) sends a job: that is printed first, its script after.
+    sent = _parsed(request.job_spec)
     if flags.json:
-        output.emit_json(
-            "render",
-            {
-                "argv": list(request.argv),
-                "script": request.script,
-                "script_path": str(out) if out else None,
-            },
-        )
+        rendered = {
+            "argv": list(request.argv),
+            "script": request.script,
+            "script_path": str(out) if out else None,
+        }
+        output.emit_json("render", rendered | ({"job_spec": sent} if sent else {}))
     elif out is not None:
-        output.emit_text(request.command_line)
+        output.emit_text(request.job_spec or request.command_line)
+    elif request.job_spec:
+        output.emit_text(f"{request.job_spec}\n\n{request.script}")
     else:
         output.emit_text(request.script)
+
+
+def _parsed(job_spec: str | None) -> object:
+    """The job spec as --json prints it: an object, not a string of JSON."""
+    import json
+
+    return json.loads(job_spec) if job_spec else None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nrl_launch import paths
-from nrl_launch.errors import ConfigError, SchedulerError, UnconfirmedSubmitError, UsageError
+from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
 
@@ -49,7 +49,8 @@ def launch(
     from nrl_launch import backends
 
     backend = backends.get(spec.backend)
-    check_secrets(spec, os.environ)
+    if backend.secrets_from_shell:
+        check_secrets(spec, os.environ)
     state = paths.state_dir(os.environ)
     cwd = Path.cwd()
     job_id = backend.new_job_id()  # known ahead only where no scheduler numbers the job
@@ -59,11 +60,12 @@ def launch(
     else:
         request = backend.plan(spec, str(script), job_id or "JOBID")
     base = cwd / spec.logs.base_dir
-    made = _missing(base)
+    # Made here where the job's nodes share this machine's file systems (else the job makes it).
+    made = _missing(base) if backend.shares_files else []
     try:
         script.parent.mkdir(parents=True, exist_ok=True)
-        # The job's own output goes next to its log dirs: that directory must exist.
-        base.mkdir(parents=True, exist_ok=True)
+        for directory in reversed(made):  # the job's own output goes next to its log dirs
+            directory.mkdir(exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
     write_script(script, request.script)
@@ -71,7 +73,7 @@ def launch(
         submitted = backend.submit(
             request, job_id=job_id, cwd=cwd, output=base / backend.batch_output(job_id)
         )
-    except SchedulerError as exc:
+    except NrlLaunchError as exc:
         script.unlink(missing_ok=True)
         # Nothing was submitted: nothing is left behind, neither the script nor the log dir.
         # A job that may have been queued keeps its output dir (the scheduler has a copy of its

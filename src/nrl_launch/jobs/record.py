@@ -33,7 +33,8 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 # What submit records: Slurm's numeric ids, and the local backend's local-<ms>.
-_JOB_ID = re.compile(r"[0-9]+|local-[0-9]+")
+# Lepton's job ids are its job names with a suffix: a-z, 0-9 and '-'.
+_JOB_ID = re.compile(r"[0-9]+|local-[0-9]+|[a-z][a-z0-9-]{0,63}")
 JobKind = Literal["ray", "plain"]
 
 
@@ -43,7 +44,7 @@ class JobRecord(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     job_id: str
-    backend: Literal["slurm", "local"]
+    backend: Literal["slurm", "local", "lepton"]
     job_name: str
     nodes: int
     submitted_at: float
@@ -140,7 +141,10 @@ def _unreadable(path: Path, reason: str) -> UnreadableRecordError:
 
 def load(job_id: str, state: Path) -> JobRecord:
     if not _JOB_ID.fullmatch(job_id):
-        raise UsageError(f"JOBID {job_id!r}: expected a Slurm job id (digits) or local-<digits>")
+        raise UsageError(
+            f"JOBID {job_id!r}: expected a Slurm job id (digits), local-<digits> "
+            "or a Lepton job id (a-z, 0-9 and '-')"
+        )
     path = _jobs_dir(state) / f"{job_id}.json"
     if not path.is_file():
         raise JobNotFoundError(
