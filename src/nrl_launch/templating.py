@@ -5,6 +5,10 @@
 no user value can reach a script unquoted. Numbers print as they are. The filter quotes for a
 script (`quote(..., script=True)`): a value with `$`, a backquote or a backslash is written
 $'...', which shellcheck reads as literal.
+
+`#SBATCH` lines are the one exception: bash reads them as comments, and sbatch reads them with
+quoting rules of its own, so they are quoted by `backends.slurm.sbatch_directives` and printed
+as the `SbatchDirective` it returns (which `finalize` lets through, as it does a quoted word).
 """
 
 from __future__ import annotations
@@ -17,11 +21,20 @@ import jinja2
 from nrl_launch import paths
 from nrl_launch.shell import ShellWord, join, quote
 
-__all__ = ["render"]
+__all__ = ["SbatchDirective", "render"]
+
+
+class SbatchDirective(str):
+    """One `#SBATCH` line, each word quoted the way sbatch reads it (not bash: for bash the line
+    is a comment). Made only by `backends.slurm.sbatch_directives`."""
+
+    __slots__ = ()
 
 
 def _only_quoted(value: Any) -> Any:
-    if isinstance(value, ShellWord) or (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, (ShellWord, SbatchDirective)):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise jinja2.TemplateError(f"unquoted value {value!r}: pass it through the q filter")
 

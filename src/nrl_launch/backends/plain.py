@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from nrl_launch import __version__
 from nrl_launch.backends import Request
-from nrl_launch.backends.slurm import DEFAULT_SCRIPT_NAME, container_mounts, gpu_flag, sbatch_flags
+from nrl_launch.backends.slurm import (
+    DEFAULT_SCRIPT_NAME,
+    container_mounts,
+    gpu_flag,
+    sbatch_directives,
+    sbatch_flags,
+)
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
@@ -32,6 +38,7 @@ def plan(
         ray=False,
         version=__version__,
         submit_command=join(argv),
+        sbatch_directives=sbatch_directives(spec),
         gpu_flag=gpu_flag(spec),
         # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
         mounts=",".join(container_mounts(spec)),

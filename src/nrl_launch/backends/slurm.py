@@ -16,7 +16,7 @@ from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state
 from nrl_launch.errors import JobNotRunningError, SchedulerError, UnconfirmedSubmitError
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
-from nrl_launch.templating import render
+from nrl_launch.templating import SbatchDirective, render
 
 __all__ = [
     "BACKEND",
@@ -28,6 +28,8 @@ __all__ = [
     "parse_scontrol_job",
     "parse_squeue",
     "plan",
+    "sbatch_directives",
+    "sbatch_word",
 ]
 
 DEFAULT_SCRIPT_NAME = "nrl-launch.sbatch"
@@ -80,6 +82,64 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
     return sorted(flags)
 
 
+# ---- #SBATCH lines: the same flags in the script, so that its copy resubmits by hand ----
+
+# sbatch reads `#SBATCH` lines with rules of its own, not bash's (src/sbatch/opt.c,
+# get_argument and _opt_batch_script, the same from Slurm 21.08 to 24.x):
+# - it reads them up to the script's first command, and cuts the script into lines at "\n"
+#   before it looks at any quote, so no word can hold a newline (nor, here, a carriage return:
+#   sbatch would read it, but a raw one reads as a DOS line end to shellcheck, SC1017, and to
+#   sbatch itself before a "\n");
+# - words are split at whitespace; '...' and "..." group characters (the quotes are dropped);
+#   a backslash makes the next character literal, inside quotes too;
+# - an unquoted `#` starts a comment: the rest of the line is ignored;
+# - a bare `hetjob` or `packjob` (any case) separates heterogeneous job components, and a word
+#   with no characters (`""`) is dropped and ends the line: either loses the rest of the line;
+# - a word that starts with `:` is refused outright;
+# - nothing is expanded: `$`, backquotes, `~`, `*` and `%` reach getopt as they are.
+# So a word of plain characters is written bare, and any other in "..." with a backslash before
+# each `\` and `"` (after its `--flag=`, for the reader: sbatch joins the two back).
+_SBATCH_BARE = re.compile(r"[\w@%+=:,./\[\]-]+", re.ASCII)
+_SBATCH_FLAG = re.compile(r"--[A-Za-z][\w-]*=", re.ASCII)
+_SBATCH_SEPARATORS = frozenset(["hetjob", "packjob"])
+
+
+def sbatch_word(word: str) -> str:
+    """`word` as an `#SBATCH` line must write it for sbatch to read it back unchanged.
+
+    Raises:
+        ValueError: `word` is empty or holds a line break, which no `#SBATCH` line can carry.
+    """
+    if not word or "\n" in word or "\r" in word:
+        raise ValueError(f"{word!r} cannot be written on an #SBATCH line")
+    bare = _SBATCH_BARE.fullmatch(word) and not word.startswith(":")
+    if bare and word.lower() not in _SBATCH_SEPARATORS:
+        return word
+    flag = _SBATCH_FLAG.match(word)
+    head = flag[0] if flag else ""
+    rest = word[len(head) :].replace("\\", "\\\\").replace('"', '\\"')
+    return f'{head}"{rest}"'
+
+
+def sbatch_directives(spec: LaunchSpec) -> list[SbatchDirective]:
+    """The `#SBATCH` lines of the job script: the sorted flags of `sbatch_flags`, one a line,
+    then the extra args in the user's order, a line from each word that starts with `-`.
+
+    sbatch gives its command-line flags precedence over these lines, so submitting the argv of
+    `plan` is unchanged; `--parsable` is left out (it changes only what sbatch prints), so that
+    `sbatch job.sbatch` by hand prints what it always does."""
+    lines = [[flag] for flag in sbatch_flags(spec)]
+    extra: list[list[str]] = []
+    for word in spec.slurm.extra_args:
+        if word.startswith("-") or not extra:
+            extra.append([])
+        extra[-1].append(word)
+    return [
+        SbatchDirective("#SBATCH " + " ".join(sbatch_word(w) for w in words))
+        for words in lines + extra
+    ]
+
+
 def container_mounts(spec: LaunchSpec) -> list[str]:
     """The user's mounts, then each shared cache the container would not see otherwise."""
     mounts = [str(m) for m in spec.container.mounts]
@@ -100,6 +160,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         ray=True,
         version=__version__,
         submit_command=join(argv),
+        sbatch_directives=sbatch_directives(spec),
         gpu_flag=gpu_flag(spec),
         mounts=",".join(container_mounts(spec)),
         spec_json=spec.model_dump_json(),

@@ -1,0 +1,277 @@
+"""The job script's #SBATCH lines: the flags of its sbatch argv, quoted the way sbatch reads them,
+so that the copy in the log dir resubmits by hand (`sbatch job.sbatch`), as ray.sub does.
+
+`sbatch_reads` is sbatch's own reading of a script's #SBATCH lines, ported from Slurm 22.05's
+src/sbatch/opt.c (_opt_batch_script and get_argument, unchanged from 21.08 to 24.x but for a
+`\\ ` outside quotes, which nrl-launch never writes). tests/cluster/test_resubmit.py checks it
+against the real sbatch on the same hostile values.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from nrl_launch.backends import plain, slurm
+from nrl_launch.spec import LaunchSpec
+from tests.test_quoting import HOSTILE, MISREAD
+
+# What C's isspace() takes for a blank (sbatch splits words at these).
+_BLANKS = " \t\n\v\f\r"
+_SEPARATORS = ("packjob", "hetjob")
+
+
+def _separator_at(text: str, i: int) -> str | None:
+    """The hetjob separator at `text[i:]`, as a word of its own (any case), if there is one."""
+    for word in _SEPARATORS:
+        end = i + len(word)
+        if text[i:end].lower() == word and (end == len(text) or text[end] in _BLANKS):
+            return word
+    return None
+
+
+def _get_argument(line: str) -> tuple[str | None, str]:
+    """sbatch's get_argument: the next word of an #SBATCH line (None: no more on this line) and
+    the rest of the line."""
+    i = 0
+    while i < len(line) and line[i] in _BLANKS:
+        i += 1
+    separator = _separator_at(line, i)
+    if separator:  # blanked out, which ends the line's words
+        line = line[:i] + " " * len(separator) + line[i + len(separator) :]
+    if line[i : i + 1] == ":":
+        raise ValueError(f"sbatch: Unexpected `:` in [{line}]")
+    word: list[str] = []
+    quote, quoted, escaped = "", False, False
+    while i < len(line) and (quoted or line[i] not in _BLANKS):
+        char = line[i]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+            i += 1
+            continue
+        elif quoted:
+            if char == quote:
+                quoted = False
+                i += 1
+                continue
+        elif char in "\"'":
+            quoted, quote = True, char
+            i += 1
+            continue
+        elif char == "#":  # an unquoted `#` starts a comment
+            break
+        word.append(char)
+        i += 1
+    if quoted:
+        raise ValueError(f"sbatch: Unmatched `{quote}` in [{line}]")
+    return ("".join(word) if word else None), line[i:]
+
+
+def sbatch_reads(script: str) -> list[str]:
+    """The arguments sbatch takes from the #SBATCH lines of `script`, in order (getopt_long then
+    reads them as it reads a command line)."""
+    args: list[str] = []
+    for line in script.split("\n"):  # "\n" only: sbatch's next_line
+        if line.startswith("#SBATCH"):
+            rest = line[len("#SBATCH") :]
+        elif line.startswith("#SLURM"):
+            rest = line[len("#SLURM") :]
+        elif line.lstrip(_BLANKS)[:1] not in ("", "#"):
+            break  # the first command ends the header
+        else:
+            continue
+        if _separator_at(rest, len(rest) - len(rest.lstrip(_BLANKS))):
+            break  # the next component of a heterogeneous job
+        while True:
+            word, rest = _get_argument(rest)
+            if word is None:
+                break
+            args.append(word)
+    return args
+
+
+def directives(script: str) -> list[str]:
+    return [line for line in script.split("\n") if line.startswith("#SBATCH")]
+
+
+def spec(**slurm_values: object) -> LaunchSpec:
+    return LaunchSpec.model_validate(
+        {"driver": {"command": ["python", "x.py"]}, "slurm": slurm_values}
+    )
+
+
+# Every value an #SBATCH line can carry: HOSTILE's (bar line breaks), and what sbatch itself reads
+# differently from bash: its comment and hetjob separators, a leading `:`, a backslash before a
+# blank, every kind of blank, and characters a terminal or a Unicode reader takes for a break.
+SBATCH_HOSTILE = [
+    *(v for v in HOSTILE + MISREAD if v and "\n" not in v and "\r" not in v),
+    *("\ttab\tand", "hetjob", "PackJob", "hetjob x", ":x", "a:b", "a\\ b", "\\", "\\\\"),
+    *('"', "'", '"\'"', "x#y", " #y", "%j", "  ", " a ", "a\x0bb\x0cc", "\x1b[31m", "\x7f"),
+    *("\u00a0", "\u2028", "\u0085", "\ufeff", "\u202e", "{#x", "#}", "--", "-", "=", "a=b c"),
+]
+
+
+@pytest.mark.parametrize(
+    ("word", "written"),
+    [
+        ("--nodes=2", "--nodes=2"),
+        ("--exclusive", "--exclusive"),
+        ("--output=/l/nrl-logs/slurm-%j.out", "--output=/l/nrl-logs/slurm-%j.out"),
+        ("--exclude=node[2-3]", "--exclude=node[2-3]"),
+        ("--mail-user=a@b.c,d+e@f", "--mail-user=a@b.c,d+e@f"),
+        ("a100", "a100"),
+        ("--job-name=a b", '--job-name="a b"'),
+        ("--comment=#1", '--comment="#1"'),
+        ("--comment=it's", '--comment="it\'s"'),
+        ('--comment=say "hi"', '--comment="say \\"hi\\""'),
+        ("--comment=back\\slash", '--comment="back\\\\slash"'),
+        ("--comment=$HOME", '--comment="$HOME"'),
+        ("--comment=naïve", '--comment="naïve"'),
+        ("-J=a b", '"-J=a b"'),
+        ("hetjob", '"hetjob"'),
+        ("PackJob", '"PackJob"'),
+        (":x", '":x"'),
+        ("a:b", "a:b"),
+    ],
+)
+def test_sbatch_word(word: str, written: str) -> None:
+    assert slurm.sbatch_word(word) == written
+    assert sbatch_reads(f"#SBATCH {written}\n") == [word]
+
+
+@pytest.mark.parametrize("value", SBATCH_HOSTILE, ids=repr)
+def test_each_hostile_value_reads_back(value: str) -> None:
+    words = [value, f"--comment={value}", "--comment", value, f"-J{value}"]
+    line = "#SBATCH " + " ".join(slurm.sbatch_word(w) for w in words)
+    assert sbatch_reads(f"#!/bin/bash\n{line}\n#SBATCH --nodes=1\ntrue\n") == [*words, "--nodes=1"]
+
+
+@pytest.mark.parametrize("word", ["", "a\nb", "\n", "--comment=a\nb", "a\rb", "\r\n"], ids=repr)
+def test_a_word_no_sbatch_line_can_carry_is_refused(word: str) -> None:
+    with pytest.raises(ValueError, match="cannot be written on an #SBATCH line"):
+        slurm.sbatch_word(word)
+
+
+def test_bash_quoting_is_not_sbatch_s() -> None:
+    """Why the q filter cannot write these lines: sbatch has no $'...', and reads `\\` inside
+    '...' as an escape."""
+    assert sbatch_reads("#SBATCH $'--comment=$HOME'\n") == ["$--comment=$HOME"]
+    with pytest.raises(ValueError, match="Unmatched"):  # bash reads 'a\' as a\
+        sbatch_reads("#SBATCH '--comment=a\\'\n")
+    assert sbatch_reads("#SBATCH --comment=a b #c\n") == ["--comment=a", "b"]
+
+
+_ONE_LINE = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00\n\r"), min_size=1
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ONE_LINE, min_size=1, max_size=5))
+def test_any_words_read_back(words: list[str]) -> None:
+    line = "#SBATCH " + " ".join(slurm.sbatch_word(w) for w in words)
+    assert sbatch_reads(line + "\ntrue\n") == words
+
+
+HOSTILE_SPEC = {
+    "job_name": "a 'b' \"c\" #d $e \\f ☃",
+    "account": "acc #1\t$(x)",
+    "partition": "hetjob",
+    "qos": ":q",
+    "reservation": "r\\ v",
+    "exclude": "node[2-3]",
+    "dependency": "singleton",
+    "cpus_per_node": 16,
+    "gpu_request": "gpus-per-node",
+    "extra_args": ["--comment", 'say "hi" # it\'s', "--mail-type=END,FAIL", "-C", "a100|h100"],
+}
+
+
+@pytest.mark.parametrize("kind", ["slurm", "plain"])
+def test_the_script_carries_its_argv_as_sbatch_lines(kind: str) -> None:
+    job = LaunchSpec.model_validate(
+        {
+            "driver": {"command": ["python", "x.py"]},
+            "slurm": HOSTILE_SPEC,
+            "logs": {"base_dir": "/l/it's a #dir"},
+        }
+    )
+    request = (slurm if kind == "slurm" else plain).plan(job)
+    assert request.argv[:2] == ("sbatch", "--parsable")
+    # Everything but --parsable (sbatch's answer is for nrl-launch, not for a user) and the script.
+    assert sbatch_reads(request.script) == list(request.argv[2:-1])
+    lines = directives(request.script)
+    flags = slurm.sbatch_flags(job)
+    assert lines[: len(flags)] == [f"#SBATCH {slurm.sbatch_word(f)}" for f in flags]
+    assert lines[len(flags) :] == [
+        '#SBATCH --comment "say \\"hi\\" # it\'s"',
+        "#SBATCH --mail-type=END,FAIL",
+        '#SBATCH -C "a100|h100"',
+    ]
+    # In the header: after the shebang, the version and the submit command, before any command.
+    header = request.script.split("\n")
+    assert header[3 : 3 + len(lines)] == lines
+    assert all(line.startswith("#") for line in header[: 3 + len(lines) + 3])
+
+
+def test_the_default_job_s_lines() -> None:
+    lines = directives(slurm.plan(spec()).script)
+    assert lines == [
+        "#SBATCH --exclusive",
+        "#SBATCH --export=ALL",
+        "#SBATCH --gres=gpu:8",
+        "#SBATCH --job-name=nrl-launch",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --output=./slurm-%j.out",
+        "#SBATCH --time=01:00:00",
+    ]
+
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00\n\r"))
+_MAYBE = st.one_of(st.none(), _TEXT)
+_FREE_FLAGS = st.sampled_from(["--comment", "--constraint", "--mail-user", "--licenses", "-C"])
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            "job_name": st.text(st.characters(min_codepoint=32, exclude_categories=["Cs"])),
+            **dict.fromkeys(
+                ["account", "partition", "qos", "reservation", "exclude", "dependency"], _MAYBE
+            ),
+            "time": st.sampled_from(["10", " 1:00:00", "2-00:00:00\t"]),
+        },
+    ),
+    extra=st.lists(st.tuples(_FREE_FLAGS, _TEXT.filter(bool), st.booleans()), max_size=4),
+    base_dir=_TEXT,
+)
+def test_generated_jobs_read_back(
+    fields: dict[str, object], extra: list[tuple[str, str, bool]], base_dir: str
+) -> None:
+    args = [w for flag, v, joined in extra for w in ([f"{flag}={v}"] if joined else [flag, v])]
+    data = {
+        "driver": {"command": ["python", "x.py"]},
+        "slurm": {**fields, "extra_args": args},
+        "logs": {"base_dir": base_dir},
+    }
+    try:
+        job = LaunchSpec.model_validate(data)
+    except ValidationError:
+        assume(False)
+        return
+    for plan in (slurm.plan, plain.plan):
+        request = plan(job)
+        assert sbatch_reads(request.script) == list(request.argv[2:-1])
