@@ -94,6 +94,10 @@ def _printable(value: str) -> str:
     return "".join(ch for ch in value if ord(ch) >= 32 and ord(ch) != 127)
 
 
+def _single_line(value: str) -> str:
+    return value.replace("\n", "").replace("\r", "")
+
+
 def _nonempty(value: str) -> str:
     return value if value.strip() else "x" + value
 
@@ -226,7 +230,8 @@ _FIFTH = st.integers(0, 4)
 _BOOL = st.booleans()
 _MAYBE_BOOL = st.one_of(st.none(), _BOOL)
 _MAYBE_TEXT = st.one_of(st.none(), text)
-_MAYBE_NONEMPTY = st.one_of(st.none(), nonempty)
+# A value of an #SBATCH line: one line (sbatch reads the script line by line).
+_MAYBE_SBATCH_VALUE = st.one_of(st.none(), text.map(_single_line).map(_nonempty))
 _MAYBE_PATH = st.one_of(st.none(), path)
 _JOB_NAME = st.one_of(st.none(), text.map(_printable).map(_nonempty))
 _NODES = st.integers(1, 64)
@@ -288,7 +293,7 @@ def cases(draw: st.DrawFn) -> Case:
     s["nodes"] = 1 if local else draw(_NODES)
     s["time"] = draw(slurm_time())
     for key in ("account", "partition", "qos", "reservation", "exclude", "dependency"):
-        _put(s, key, draw(_MAYBE_NONEMPTY))
+        _put(s, key, draw(_MAYBE_SBATCH_VALUE))
     _put(s, "exclusive", draw(_MAYBE_BOOL))
     _put(s, "gpu_request", draw(_GPU_REQUEST))
     _put(s, "cpus_per_node", draw(_CPUS))
@@ -316,9 +321,9 @@ def cases(draw: st.DrawFn) -> Case:
     _put(ray, "timeouts", timeouts or None)
     _put(data, "ray", ray or None)
 
-    # The log dir: relative or absolute, never '%' or '\' (sbatch patterns); with pyxis, never
-    # ',' or ':' either (it is mounted).
-    base = draw(_BASE_DIR).replace("%", "").replace("\\", "")
+    # The log dir: relative or absolute, never '%' or '\' (sbatch patterns), one line (it goes
+    # on an #SBATCH line); with pyxis, never ',' or ':' either (it is mounted).
+    base = _single_line(draw(_BASE_DIR)).replace("%", "").replace("\\", "")
     base = _path(base)[1:] if pyxis else base
     _put(data, "logs", {"base_dir": _nonempty(base)} if draw(_BOOL) else None)
 

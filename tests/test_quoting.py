@@ -207,8 +207,8 @@ def test_env_values_arrive_unchanged() -> None:
 @pytest.mark.parametrize("value", HOSTILE_PATHS)
 def test_paths_arrive_unchanged(value: str) -> None:
     # sbatch reads '\' in --output as a pattern switch, so the log dir refuses it (see
-    # test_errors); every other path takes it.
-    log_dir = value.replace("\\", "")
+    # test_errors), and a line break, which no #SBATCH line can hold; every other path takes them.
+    log_dir = value.replace("\\", "").replace("\n", "").replace("\r", "")
     request = slurm.plan(
         spec(
             logs={"base_dir": log_dir},

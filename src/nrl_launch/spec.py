@@ -28,6 +28,7 @@ from nrl_launch.spec_fields import (
     Line,
     NonEmpty,
     Port,
+    SbatchValue,
     Text,
     as_text,
     check_path_part,
@@ -102,13 +103,13 @@ class SlurmSpec(_Spec):
     job_name: Annotated[NonEmpty, AfterValidator(printable)] = "nrl-launch"
     nodes: int = Field(default=1, ge=1)
     time: Annotated[Line, BeforeValidator(check_time)] = "01:00:00"
-    account: NonEmpty | None = None
-    partition: NonEmpty | None = None
-    qos: NonEmpty | None = None
-    reservation: NonEmpty | None = None
+    account: SbatchValue | None = None
+    partition: SbatchValue | None = None
+    qos: SbatchValue | None = None
+    reservation: SbatchValue | None = None
     exclusive: bool = True
-    exclude: NonEmpty | None = None
-    dependency: NonEmpty | None = None
+    exclude: SbatchValue | None = None
+    dependency: SbatchValue | None = None
     gpus_per_node: int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
     cpus_per_node: int | None = Field(default=None, ge=1)
@@ -123,6 +124,12 @@ class SlurmSpec(_Spec):
             info.data.get("gpu_request") == "gres" and info.data.get("gpus_per_node", 0) > 0
         )
         problems = sbatch_args.problems(value, gres_owned=gres_owned)
+        if "" in value:
+            # sbatch drops an empty word of an #SBATCH line, and the rest of the line with it.
+            problems.append(
+                "an empty argument cannot be written on an #SBATCH line of the job script: "
+                "give an empty value with =, as --comment="
+            )
         if problems:
             raise ValueError("\n".join(problems))
         return value
@@ -251,7 +258,7 @@ class LeptonSpec(_Spec):
 
 class LogsSpec(_Spec):
     # Relative paths are relative to the directory `sbatch` runs in, as with ray.sub.
-    base_dir: NonEmpty = "."
+    base_dir: SbatchValue = "."
 
     @field_validator("base_dir")
     @classmethod

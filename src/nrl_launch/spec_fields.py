@@ -17,6 +17,7 @@ __all__ = [
     "Line",
     "NonEmpty",
     "Port",
+    "SbatchValue",
     "Text",
     "as_text",
     "check_path_part",
@@ -74,6 +75,10 @@ Text = Annotated[str, AfterValidator(_no_nul)]
 Line = Annotated[str, AfterValidator(_single_line)]
 NonEmpty = Annotated[str, AfterValidator(_nonempty)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+# A value written on an #SBATCH line of the job script (backends.slurm.sbatch_word): sbatch cuts
+# the script into lines before it reads any quote, and a raw carriage return reads as a DOS line
+# end (to shellcheck, SC1017).
+SbatchValue = Annotated[NonEmpty, AfterValidator(_single_line)]
 
 
 # Names bash sets itself (or refuses to set), and prefixes owned by bash, Slurm and the job
