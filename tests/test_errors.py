@@ -137,7 +137,7 @@ CASES: list[tuple[str, list[str], str]] = [
     (
         "backend-unknown",
         ["--backend", "lcoal", *CMD],
-        "backend: input should be 'slurm' or 'local' (got 'lcoal', from --backend)",
+        "backend: input should be 'slurm', 'local' or 'lepton' (got 'lcoal', from --backend)",
     ),
     (
         "local-many-nodes",
@@ -181,6 +181,13 @@ CASES: list[tuple[str, list[str], str]] = [
         "slurm.job_name: must not contain control characters",
     ),
     ("job-name-empty", ["--job-name", " ", *CMD], "slurm.job_name: must not be empty"),
+    # Each goes on an #SBATCH line, which sbatch reads line by line.
+    ("account-two-lines", ["--account", "a\nb", *CMD], "slurm.account: must be a single line"),
+    (
+        "extra-arg-empty",
+        ["--set", "slurm.extra_args=['--comment', '']", *CMD],
+        "an empty argument cannot be written on an #SBATCH line",
+    ),
     (
         "log-dir-percent",
         ["--log-dir", "/logs/%u", *CMD],

@@ -32,7 +32,7 @@ from nrl_launch.errors import (
     UsageError,
 )
 from nrl_launch.spec import LaunchSpec
-from tests.conftest import Cli, unavailable
+from tests.conftest import Cli, shellcheck, unavailable
 from tests.test_imports import imported, roots
 
 TOKEN = "test-token-4f7a"  # the workspace token the fake API expects
@@ -44,11 +44,11 @@ CREATED_ID = "grpo-2node-x7k2q"  # the id Lepton gives the created job (its name
 JOB = {
     "backend": "lepton",
     "slurm": {"job_name": "grpo-2node", "nodes": 2, "gpus_per_node": 8},
-    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0", "workdir": "/opt/nemo-rl"},
+    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0"},
+    "driver": {"command": ["uv", "run", "examples/run_grpo.py"], "workdir": "/opt/nemo-rl"},
     "logs": {"base_dir": "/mnt/shared/nrl-logs"},
     "env": {"WANDB_PROJECT": "grpo", "NCCL_IGNORE_CPU_AFFINITY": "0"},
     "secrets": {"HF_TOKEN": "required", "WANDB_API_KEY": "optional", "EXTRA": "optional"},
-    "driver": {"command": ["uv", "run", "examples/run_grpo.py"]},
     "lepton": {
         "resource_shape": "gpu.8xh100-80gb",
         "node_group": "h100-pool",
@@ -678,6 +678,85 @@ def test_what_lepton_has_no_word_for() -> None:
         backend.check_chain(spec_of())
     with pytest.raises(UsageError, match="Ray jobs only"):
         backend.plan_plain(spec_of())
+
+
+@pytest.mark.usefixtures("sdk")
+def test_the_example_renders_as_seed_004_sets_it_up(cli: Cli, tmp_path: Path) -> None:
+    """examples/lepton/grpo-4node.yaml is what users copy: it renders with no warning, its job
+    is seed 004's (4 workers of one A100, the NFS volume at /mnt, NGC registry auth)."""
+    from tests.conftest import EXAMPLES
+
+    script = tmp_path / "job.sh"
+    result = cli("render", "-f", str(EXAMPLES / "lepton" / "grpo-4node.yaml"), "-o", str(script))
+    assert result.code == 0 and "warning" not in result.err, result.err
+    spec = json.loads(result.out)["spec"]
+    assert (spec["completions"], spec["parallelism"]) == (4, 4)
+    assert spec["resource_shape"] == "gpu.a100-80gb"
+    assert spec["image_pull_secrets"] == ["ngc-registry"]
+    assert spec["mounts"] == [
+        {"from": "node-nfs:az-files-nfs-vol", "path": "/", "mount_path": "/mnt"}
+    ]
+    assert {"name": "NCCL_IGNORE_CPU_AFFINITY", "value": "1"} in spec["envs"]
+    assert spec["container"]["command"][2] == lepton_backend().run_command(script.read_text())
+    assert shellcheck(script).returncode == 0, shellcheck(script).stdout
+
+
+@pytest.mark.usefixtures("sdk")
+def test_doctor_leaves_lepton_s_storage_to_lepton(cli: Cli) -> None:
+    """The log dir and image of a Lepton job are on Lepton's side: doctor does not judge them
+    by this machine's files (no 'pyxis', no '/mnt ... writable' verdict)."""
+    from tests.conftest import EXAMPLES
+
+    result = cli("doctor", "-f", str(EXAMPLES / "lepton" / "grpo-4node.yaml"))
+    assert result.code == 0, result.err
+    assert "pulled by pyxis" not in result.out and "writable" not in result.out
+    assert "warn  logs.base_dir: /mnt/nrl-logs and the image are on lepton's side" in result.out
+
+
+# ---- The CLI, end to end against the fake API ----
+
+
+def test_a_lepton_job_through_the_cli(
+    cli: Cli, api: FakeLepton, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """submit records the job Lepton created; status, logs and cancel ask Lepton about it;
+    what needs this machine to reach the workers (attach, logs -f) says so on one line."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
+    (isolated / "job.yaml").write_text(json.dumps(JOB))
+    api.answer("GET", "/dedicated-node-groups", node_groups(**{"h100-pool": "ng-2"}))
+    api.answer("POST", "/jobs", lepton_job(CREATED_ID, "Starting"))
+    result = cli("submit", "-f", "job.yaml")
+    assert result.code == 0, result.err
+    assert CREATED_ID in result.out
+    (created,) = api.sent("POST")
+    assert SECRET_VALUE.encode() not in created.raw
+
+    api.answer("GET", f"/jobs/{CREATED_ID}", lepton_job(CREATED_ID, "Running", ready=2, active=2))
+    result = cli("status", CREATED_ID, "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["jobs"][0]["slurm_state"] == "RUNNING"
+
+    api.answer("GET", f"/jobs/{CREATED_ID}/replicas", replicas(f"{CREATED_ID}-0-aaaaa"))
+    stream = {"stream": {}, "values": [["100", "[nrl] ray head up"], ["200", "[nrl] step 1"]]}
+    api.answer("GET", "/logs", {"data": {"result": [stream]}})
+    result = cli("logs", CREATED_ID, "--tail", "1")
+    assert (result.code, result.out) == (0, "[nrl] step 1\n"), result.err
+
+    for args, word in (
+        (("logs", "-f", CREATED_ID), "--follow"),
+        (("attach", CREATED_ID, "--", "ray", "status"), "network this machine is not in"),
+        (("dashboard", CREATED_ID), "network this machine is not in"),
+    ):
+        result = cli(*args)
+        assert result.code == ExitCode.BAD_INPUT, result.err
+        (line,) = result.err.splitlines()
+        assert line.startswith("nrl-launch: error: ") and word in line
+
+    api.answer("PATCH", f"/jobs/{CREATED_ID}", {})
+    result = cli("cancel", CREATED_ID)
+    assert result.code == 0, result.err
+    (stop,) = api.sent("PATCH")
+    assert stop.body == {"spec": {"stopped": True}}
 
 
 # ---- The CLI stays fast ----

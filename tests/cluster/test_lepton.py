@@ -28,12 +28,15 @@ from tests.conftest import Cli, wait_until
 GPUS = 2  # what each worker declares to Ray (LEPTON_RESOURCE_ACCELERATOR_NUM)
 HOSTS = Path("/etc/hosts")
 DRIVER = """\
+import os
 import ray
 ray.init(address="auto")
 alive = [n for n in ray.nodes() if n["Alive"]]
 hosts = sorted(n["NodeManagerHostname"] for n in alive)
 gpus = int(ray.cluster_resources().get("GPU", 0))
 print(f"cluster: {len(alive)} nodes, {gpus} GPUs on {' '.join(hosts)}", flush=True)
+nccl = {k: os.environ.get(k, "unset") for k in ("NCCL_SOCKET_IFNAME", "NCCL_IGNORE_CPU_AFFINITY")}
+print(f"nccl: {nccl}", flush=True)
 """
 
 
@@ -180,12 +183,15 @@ def test_the_run_command_brings_up_ray_over_every_worker(
 ) -> None:
     job = render_job(f"lt-up{nodes}", nodes)
     lepton_dns(job.name, nodes)
-    codes = finish(start_workers(job, tmp_path))
+    # Lepton's interface name, meant for its 8-GPU nodes (seed 004 unsets it on others).
+    codes = finish(start_workers(job, tmp_path, NCCL_SOCKET_IFNAME="ib0"))
     assert codes == [0] * nodes, (tmp_path / "worker-0.out").read_text()
     driver = (job.log_dir / "ray-driver.log").read_text()
     hosts = " ".join(sorted(f"{job.name}-{k}" for k in range(nodes)))
     # Every worker joined under its own name, every GPU Lepton gave it declared to Ray.
     assert f"cluster: {nodes} nodes, {nodes * GPUS} GPUs on {hosts}" in driver
+    nccl = {"NCCL_SOCKET_IFNAME": "unset", "NCCL_IGNORE_CPU_AFFINITY": "1"}  # as seed 004 sets
+    assert f"nccl: {nccl}" in driver
     assert (job.log_dir / "ENDED").read_text() == "driver exited with code 0\n"
     assert (job.log_dir / "exit_code").read_text() == "0\n"
     readiness = json.loads((job.log_dir / "readiness.json").read_text())

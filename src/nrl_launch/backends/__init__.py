@@ -176,6 +176,11 @@ class Backend(Protocol):
     def dashboard_host(self, job: JobRef, head: str) -> str:
         """Where the login node's `ssh -L` tunnel points to reach the head's dashboard."""
 
+    def replica_log(self, job_id: str, worker: int) -> str:
+        """What worker `worker` printed, from the scheduler's own log store: for a backend
+        whose log dirs are not on this machine (`shares_files` false); the others raise
+        UsageError (the log dir has it)."""
+
 
 def _slurm() -> Backend:
     from nrl_launch.backends.slurm import BACKEND

@@ -129,5 +129,8 @@ class LocalBackend:
     def dashboard_host(self, job: JobRef, head: str) -> str:
         return "localhost"  # a local job's dashboard listens on this machine's loopback only
 
+    def replica_log(self, job_id: str, worker: int) -> str:
+        raise UsageError(f"job {job_id}'s logs are in its log dir, on this machine")
+
 
 BACKEND = LocalBackend()

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from nrl_launch import __version__
 from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
-from nrl_launch.errors import JobNotRunningError, SchedulerError, UnconfirmedSubmitError
+from nrl_launch.errors import (
+    JobNotRunningError,
+    SchedulerError,
+    UnconfirmedSubmitError,
+    UsageError,
+)
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import SbatchDirective, render
@@ -365,6 +370,9 @@ class SlurmBackend:
 
     def dashboard_host(self, job: JobRef, head: str) -> str:
         return head
+
+    def replica_log(self, job_id: str, worker: int) -> str:
+        raise UsageError(f"job {job_id}'s logs are in its log dir, on this machine")
 
 
 BACKEND = SlurmBackend()

@@ -32,6 +32,7 @@ def attach(
     from nrl_launch.jobs.status import find_log_dir
 
     rec = record.load(job_id, paths.state_dir(os.environ))
+    query.require_network(rec, "attach")
     record.require_ray(rec, "attach")
     index = rec.node_index(node)
     query.require_running(rec, "attach to")

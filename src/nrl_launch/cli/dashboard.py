@@ -25,6 +25,7 @@ def dashboard(
     from nrl_launch.jobs import query, record
 
     rec = record.load(job_id, paths.state_dir(os.environ))
+    query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
     query.require_running(rec, "open")
     head = query.head_node(rec)

@@ -54,11 +54,24 @@ def logs(
 ) -> int:
     """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
     plain job (run, pull), its command's output."""
+    from nrl_launch import backends
     from nrl_launch.jobs import record
     from nrl_launch.jobs.status import find_log_dir
 
     rec = record.load(job_id, paths.state_dir(os.environ))
     path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
+    backend = backends.get(rec.backend)
+    if not backend.shares_files and not path.is_file():
+        # The log dir is on the scheduler's storage, not here: ask its log store. The driver
+        # runs on worker 0, so its output is worker 0's.
+        if follow:
+            raise UsageError(
+                f"--follow: job {job_id} runs on {rec.backend}, whose logs this machine reads "
+                "only as they stand; run `nrl-launch logs` again, or mount its log dir here"
+            )
+        index = 0 if node in (None, "driver") else rec.node_index(node, also="driver, ")
+        sys.stdout.write(_last_lines(backend.replica_log(rec.job_id, index), tail))
+        return 0
     if not follow:
         if not path.is_file():
             raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")

@@ -31,6 +31,7 @@ from nrl_launch.doctor.verdicts import (
     NodeGroup,
     Partition,
     _fail,
+    _warn,
     account_check,
     auth_check,
     gpus_check,
@@ -199,8 +200,18 @@ def slurm_checks(spec: LaunchSpec, sources: Mapping[str, str]) -> Iterator[Check
 
 def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Iterator[Check]:
     """Every check that runs on this machine, in the order they are printed."""
-    if backends.get(spec.backend).slurm_cluster:  # Slurm can judge the request
+    backend = backends.get(spec.backend)
+    if backend.slurm_cluster:  # Slurm can judge the request
         yield from slurm_checks(spec, sources)
-    yield from container_checks(spec, cwd)
-    yield from dir_checks(spec, cwd)
+    if backend.shares_files:
+        yield from container_checks(spec, cwd)
+        yield from dir_checks(spec, cwd)
+    else:
+        # The image, the log dir and the caches are the scheduler's (Lepton's storage), not
+        # this machine's: a check here would judge the wrong files.
+        yield _warn(
+            "logs.base_dir",
+            f"{spec.logs.base_dir} and the image are on {spec.backend}'s side: not checked from "
+            "here (render checks the job with the scheduler's own models)",
+        )
     yield auth_check(spec)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from nrl_launch import backends
-from nrl_launch.errors import JobNotRunningError, SchedulerError
+from nrl_launch.errors import JobNotRunningError, SchedulerError, UsageError
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
 from nrl_launch.jobs.status import (
@@ -149,6 +149,16 @@ class StatusPoller(Poller[list[JobStatus]]):
     def __init__(self, records: Sequence[JobRecord]) -> None:
         super().__init__(lambda: statuses(records, tail=0))
         self.records = records
+
+
+def require_network(rec: JobRecord, command: str) -> None:
+    """One line (exit 2) when `command` needs a shell in the job's own network and this machine
+    is not in it (a backend whose log dirs are not shared here: Lepton)."""
+    if not backends.get(rec.backend).shares_files:
+        raise UsageError(
+            f"{command}: job {rec.job_id} runs on {rec.backend}, whose network this machine is "
+            "not in: use the scheduler's own console (for Lepton: its web console or `lep job`)"
+        )
 
 
 def require_running(rec: JobRecord, action: str) -> JobStatus:
