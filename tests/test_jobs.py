@@ -38,7 +38,8 @@ def test_parse_sacct_completion_log() -> None:
 def test_parse_sacct_skips_steps_and_noise() -> None:
     text = (
         "42|CANCELLED by 0|0:15\n42.batch|CANCELLED|0:15\n42.0|COMPLETED|0:0\n"
-        + (DATA / "sacct-disabled.txt").read_text()
+        # sacct -c on a job named 'two words': its completion log line read by spaces.
+        "43||0:0\n" + (DATA / "sacct-disabled.txt").read_text()
     )
     views = parse_sacct(text)
     assert list(views) == ["42"]

@@ -214,11 +214,13 @@ def _exit_code(text: str) -> tuple[int | None, int | None]:
 
 def parse_sacct(text: str) -> dict[str, SchedulerView]:
     """`sacct -n -P -o JobID,State,ExitCode` lines (with or without -c), by job id; job
-    steps (`123.batch`, `123.0`) are skipped: the job's own line is what counts."""
+    steps (`123.batch`, `123.0`) are skipped: the job's own line is what counts. So is a line
+    with no state: sacct -c reads the completion log by spaces, and a job name with a space
+    in it leaves the state empty (then scontrol's answer stands)."""
     views = {}
     for line in _lines(text):
         parts = line.split("|")
-        if len(parts) < 3 or "." in parts[0] or not parts[0].strip():
+        if len(parts) < 3 or "." in parts[0] or not parts[0].strip() or not parts[1].strip():
             continue
         code, signal = _exit_code(parts[2])
         views[parts[0].strip()] = SchedulerView(
