@@ -60,6 +60,31 @@ def test_override_marker_replaces_instead_of_merging(tmp_path: Path) -> None:
     assert cfg.value("keep") == 1
 
 
+def test_override_marker_replaces_a_mapping_with_a_list_as_nemo_rl_does() -> None:
+    # NeMo RL's grpo_multiple_datasets.yaml: data.train is a mapping in the parent, a list here.
+    cfg = load(NEMO / "grpo_multiple_datasets.yaml")
+    assert [d["dataset_name"] for d in cfg.value("data.train")] == [
+        "OpenMathInstruct-2",
+        "DeepScaler",
+    ]
+    assert cfg.value("data.validation") == [{"dataset_name": "AIME2024"}]
+    assert "_override_" not in cfg.tree.data
+    assert cfg.value("policy.model_name") == "Qwen/Qwen2.5-1.5B"  # the rest merges as ever
+
+
+def test_only_top_level_override_markers_replace(tmp_path: Path) -> None:
+    # merge_with_override looks at the child's top-level keys only: a marker deeper down stays
+    # an ordinary key and its mapping merges; `???` in the child keeps the parent's value.
+    (tmp_path / "base.yaml").write_text("policy:\n  megatron_cfg: {enabled: true, tp: 2}\nx: 1\n")
+    (tmp_path / "child.yaml").write_text(
+        "defaults: base.yaml\npolicy:\n  megatron_cfg:\n    _override_: true\n"
+        "    enabled: false\nx: ???\n"
+    )
+    cfg = load(tmp_path / "child.yaml")
+    assert cfg.value("policy.megatron_cfg") == {"enabled": False, "tp": 2, "_override_": True}
+    assert cfg.value("x") == 1
+
+
 def test_interpolations_resolve_with_nemo_rl_resolvers() -> None:
     cfg = load(RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml")
     assert cfg.value("policy.generation.vllm_cfg.max_model_len") == 16384  # ${mul:...}

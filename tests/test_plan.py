@@ -22,6 +22,9 @@ DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"
 MOE_8N = RECIPES / "grpo-qwen3-30ba3b-8n8g-megatron.yaml"
 SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
 GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
+MEGATRON_GEN_2N = RECIPES / "grpo-llama3.2-1b-instruct-2n8g-megatron_generation-noncolocated.yaml"
+MOPD_3N = RECIPES / "mopd-qwen3-1.7b-3n8g-megatron-pack.yaml"
+MULTI_DATA = NEMO / "grpo_multiple_datasets.yaml"
 
 V = "policy.generation.vllm_cfg"
 SG = "policy.generation.sglang_cfg"
@@ -33,6 +36,9 @@ def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
 
 
 RES = "policy.generation.colocated.resources"
+MCORE = "policy.generation.mcore_generation_config"
+OPD = "on_policy_distillation"
+TEACHER = f"{OPD}.non_colocated_teachers.default_teacher_cfg"
 
 # (rule, config, overrides that make it misfit, words the one problem line must hold)
 RULES = [
@@ -119,10 +125,53 @@ RULES = [
         f"{RES}.num_nodes must be > 0",
     ),
     (
-        "megatron generation cannot be non-colocated",
+        "distillation: megatron generation cannot be non-colocated",
         NONCOLOC_2N,
-        ["policy.generation.backend=megatron"],
-        "backend=megatron cannot run without colocation",
+        ["policy.generation.backend=megatron", "++distillation.max_num_steps=10"],
+        "backend=megatron cannot run without colocation in distillation",
+    ),
+    (
+        "PPO: non-colocated generation only on vLLM",
+        NONCOLOC_2N,
+        ["policy.generation.backend=sglang", "++ppo.max_num_steps=10", f"++{SG}.gpus_per_server=8"],
+        "policy.generation.backend=sglang: PPO runs non-colocated generation only on vllm",
+    ),
+    (
+        "GRPO: non-colocated Megatron generation, world % its TP x CP x PP",
+        MEGATRON_GEN_2N,
+        [f"++{MCORE}.tensor_model_parallel_size=3"],
+        f"generation (Megatron): 8 GPU(s) are not a multiple of 3 "
+        f"({MCORE}.tensor_model_parallel_size=3",
+    ),
+    (
+        "OPD teachers leave nodes for the policy",
+        MOPD_3N,
+        [f"{TEACHER}.num_nodes=3"],
+        f"{OPD}.non_colocated_teachers take 3 node(s) of cluster.num_nodes=3: none are left",
+    ),
+    (
+        "OPD teachers take nodes the policy's generation would need",
+        MOPD_3N,
+        [f"{TEACHER}.num_nodes=2"],
+        f"{RES}.gpus_per_node=8 takes all 8 GPUs of the node: none are left for training",
+    ),
+    (
+        "an OPD teacher's world % TP x CP x PP",
+        MOPD_3N,
+        [f"{TEACHER}.tensor_model_parallel_size=3"],
+        "teacher 'default_teacher': 8 GPU(s) are not a multiple of 3",
+    ),
+    (
+        "an OPD teacher fits the cluster's nodes",
+        MOPD_3N,
+        [f"{TEACHER}.gpus_per_node=16"],
+        f"{TEACHER}.gpus_per_node=16 is more than cluster.gpus_per_node=8",
+    ),
+    (
+        "OPD teachers need async rollouts",
+        MOPD_3N,
+        [f"{V}.async_engine=false"],
+        f"{OPD}.non_colocated_teachers.enabled needs async rollouts",
     ),
     (
         "exactly one training backend",
@@ -210,6 +259,9 @@ def test_each_rule_fits_and_misfits(
         (MOE_8N, 8, 8, 64, 64, 16, ["training+generation"] * 8),
         (SFT_8N, 8, 8, 64, 0, 4, ["training"] * 8),
         (GYM, 33, 8, 256, 256, 128, ["training+generation"] * 32 + ["nemo-gym"]),
+        (MEGATRON_GEN_2N, 2, 8, 8, 8, 8, ["training", "generation"]),
+        (MOPD_3N, 3, 8, 8, 8, 4, ["training", "generation", "teacher"]),
+        (MULTI_DATA, 1, 1, 1, 1, 1, ["training+generation"]),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else None,
 )
@@ -304,3 +356,101 @@ def test_generation_is_checked_when_another_key_of_it_does_not_resolve() -> None
     assert any(
         "generation (vLLM): 256 GPU(s) are not a multiple of 3" in p for p in layout.problems
     )
+
+
+def test_opd_teachers_are_one_per_distinct_model_each_with_its_nodes() -> None:
+    agents = f"++{OPD}.teacher_model_by_agent_name"
+    same = layout_of(MOPD_3N, [f"{agents}.math=Qwen/Qwen3-1.7B"])  # deduplicated: one teacher
+    assert [t.alias for t in same.teachers] == ["default_teacher"] and same.problems == ()
+    two = layout_of(
+        MOPD_3N,
+        [
+            "cluster.num_nodes=5",
+            f"{agents}.math=Qwen/Qwen3-8B",
+            f"++{OPD}.non_colocated_teachers.teacher_overrides.math.num_nodes=2",
+        ],
+    )
+    assert two.problems == ()
+    assert [(t.alias, t.nodes) for t in two.teachers] == [("default_teacher", 1), ("math", 2)]
+    assert [r.role for r in two.nodes_layout] == ["training", "generation"] + ["teacher"] * 3
+    assert (two.nodes, two.training_gpus, two.generation_gpus) == (5, 8, 8)
+
+
+def test_plan_counts_opd_teacher_nodes_in_the_allocation(cli: Cli) -> None:
+    result = cli("plan", "--config", str(MOPD_3N))
+    assert result.code == 0, result.err
+    assert "3 node(s) x 8 GPU(s) = 24 GPU(s)" in result.out
+    assert "Megatron TP2 CP1 PP1 -> DP4 on 8 GPU(s)" in result.out
+    assert (
+        "Teacher:     default_teacher (Qwen/Qwen3-1.7B): Megatron TP2 CP1 PP1 on 1 node(s) x 8 "
+        "GPU(s)" in result.out
+    )
+    assert "2     teacher" in result.out
+
+
+def test_plan_runs_megatron_generation_non_colocated(cli: Cli) -> None:
+    result = cli("plan", "--config", str(MEGATRON_GEN_2N))
+    assert result.code == 0, result.err
+    assert "megatron TP1 PP1 on 8 GPU(s), 8 engine(s), on GPUs of its own" in result.out
+    assert "1     generation" in result.out
+
+
+def test_plan_reads_a_config_whose_override_marker_replaces_a_section(cli: Cli) -> None:
+    result = cli("plan", "--config", str(MULTI_DATA))
+    assert result.code == 0, result.err
+    assert result.out.rstrip().endswith("Fits.")
+
+
+def _job_file(tmp_path: Path, nodes: int, *driver: str) -> Path:
+    job = tmp_path / "job.yaml"
+    command = ["uv", "run", "examples/run_grpo.py", *driver]
+    job.write_text(json.dumps({"slurm": {"nodes": nodes}, "driver": {"command": command}}))
+    return job
+
+
+def test_plan_checks_a_job_file_with_the_overrides_its_driver_runs(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The job's driver passes cluster.num_nodes=3: the 3-node job fits what NeMo RL will run.
+    job = _job_file(tmp_path, 3, "--config", str(NONCOLOC_2N), "cluster.num_nodes=3")
+    for args in (["-f", str(job)], ["-f", str(job), "--config", str(NONCOLOC_2N)]):
+        result = cli("plan", *args, "--json")
+        assert result.code == 0, result.err
+        data = json.loads(result.out)
+        assert (data["nodes"], data["training_gpus"]) == (3, 16)
+        assert data["overrides"] == ["cluster.num_nodes=3"]
+        assert "warning" not in result.err
+
+
+def test_plan_says_when_config_is_not_the_one_the_driver_runs(cli: Cli, tmp_path: Path) -> None:
+    job = _job_file(tmp_path, 2, f"--config={NONCOLOC_2N}")
+    result = cli("plan", "-f", str(job), "--config", str(NONCOLOC_1N), "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["config"] == str(NONCOLOC_2N)
+    assert result.err.splitlines() == [
+        f"nrl-launch: warning: nemo_rl.config {NONCOLOC_1N} (from --config) is not the "
+        f"driver's --config {NONCOLOC_2N}: checking the driver's, which NeMo RL runs"
+    ]
+
+
+def test_plan_of_a_driver_command(cli: Cli) -> None:
+    args = ["--", "uv", "run", "examples/run_grpo.py", "--config", str(NONCOLOC_2N)]
+    result = cli("plan", *args, "cluster.num_nodes=3")
+    assert result.code == 0, result.err
+    assert "3 node(s) x 8 GPU(s) = 24 GPU(s)" in result.out
+    assert "0-1   training" in result.out
+
+
+def test_plan_reads_this_machine_s_copy_of_the_driver_s_config_with_its_argv(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The driver's path is inside the image: --config is the copy here; the driver's overrides
+    # still apply, and overrides the driver does not run are said not to be checked.
+    job = _job_file(tmp_path, 3, "--config", "/opt/nemo-rl/c.yaml", "cluster.num_nodes=3")
+    result = cli("plan", "-f", str(job), "--config", str(NONCOLOC_2N), "grpo.val_period=5")
+    assert result.code == 0, result.err
+    assert "3 node(s) x 8 GPU(s)" in result.out
+    assert result.err.splitlines() == [
+        "nrl-launch: warning: nemo_rl.overrides grpo.val_period=5 are not in the driver's "
+        "command: not checked (the driver's own overrides are what NeMo RL runs)"
+    ]

@@ -288,3 +288,100 @@ def test_a_chain_that_cannot_resume_is_refused(
     assert result.code == 2
     assert message in result.err.splitlines()[-1]
     assert not list(isolated.iterdir())
+
+
+# ---- A driver command of the job's own (ray.sub style): its --config and overrides ----
+
+RAY_SUB = ["--", "uv", "run", "examples/run_grpo.py", "--config", str(NONCOLOC_2N)]
+
+
+def test_a_ray_sub_style_job_is_sized_and_checked_from_its_driver_argv(cli: Cli) -> None:
+    script, err = rendered(cli, *RAY_SUB, "cluster.num_nodes=3")
+    assert "--nodes=3" in submit_argv(script) and "--gres=gpu:8" in submit_argv(script)
+    assert "note: slurm.nodes=3: from cluster.num_nodes=3" in err
+    # the driver runs as given: nothing added to it
+    assert bash_values(script, DRIVER) == [*RAY_SUB[1:], "cluster.num_nodes=3"]
+    result = cli("render", *RAY_SUB, "policy.dtensor_cfg.tensor_parallel_size=3")
+    assert result.code == 2
+    assert "policy training: 8 GPU(s) are not a multiple of 3" in result.err
+    result = cli("render", "--nodes", "2", *RAY_SUB, "cluster.num_nodes=3")
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "nrl-launch: error: slurm.nodes=2 (from --nodes) contradicts the override "
+        "'cluster.num_nodes=3': drop one of them"
+    ]
+
+
+def test_a_driver_config_in_the_container_is_read_through_its_mount(
+    cli: Cli, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "RL"
+    (checkout / "configs").mkdir(parents=True)
+    (checkout / "configs" / "c.yaml").write_text(
+        f"defaults: {NONCOLOC_2N}\ncluster: {{num_nodes: 4}}\n"
+    )
+    result = cli(
+        "plan",
+        *("--container", "nvcr.io/nvidia/nemo-rl:v0.5.0", "--mount", f"{checkout}:/workspace"),
+        *("--set", "driver.workdir=/workspace", "--json"),
+        *("--", "uv", "run", "examples/run_grpo.py", "--config", "configs/c.yaml"),
+    )
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["nodes"] == 4
+
+
+def test_a_driver_config_not_readable_here_is_said_not_checked(cli: Cli) -> None:
+    args = ["--nodes", "2", "--", "uv", "run", "examples/run_sft.py", "--config", "nope.yaml"]
+    _, err = rendered(cli, *args)
+    assert (
+        "note: the driver's --config nope.yaml is not readable here (no file nope.yaml): "
+        "its config is not checked"
+    ) in err
+    result = cli("plan", *args)
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "nrl-launch: error: the driver's --config nope.yaml is not readable here (no file "
+        "nope.yaml): run plan where it is, or give --config FILE"
+    ]
+
+
+# ---- A recipe (or driver) and a config of different algorithms ----
+
+
+@pytest.mark.parametrize(
+    ("args", "who"),
+    [
+        (["sft", "--config", str(NONCOLOC_2N)], "recipe sft runs sft"),
+        (
+            ["--", "uv", "run", "examples/run_sft.py", "--config", str(NONCOLOC_2N)],
+            "driver examples/run_sft.py runs sft",
+        ),
+    ],
+)
+def test_a_recipe_and_a_config_that_disagree_is_a_warning(
+    cli: Cli, args: list[str], who: str
+) -> None:
+    _, err = rendered(cli, *args)
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == [
+        f"nrl-launch: warning: {who}, but the config {NONCOLOC_2N} is for grpo (it has no sft: "
+        "section): check the recipe and the config"
+    ]
+
+
+def test_a_recipe_and_its_own_config_give_no_warning(cli: Cli) -> None:
+    for args in (
+        ["grpo", "--config", str(NONCOLOC_2N)],
+        ["nemo-gym-grpo", "--config", str(GYM)],
+        ["sft", "--config", str(SFT_8N)],
+    ):
+        _, err = rendered(cli, *args, "--set", "logs.base_dir=/lustre/logs")
+        assert "warning" not in err, err
+
+
+def test_a_program_that_is_not_a_nemo_rl_driver_is_not_read_as_one(cli: Cli) -> None:
+    # Only NeMo RL's drivers (examples/run_*.py, or one named under nemo_rl.drivers) take
+    # --config FILE and Hydra overrides; another program's --config is its own business.
+    script, err = rendered(cli, "--", "python", "train.py", "--config", str(NONCOLOC_2N), "--lr=1")
+    assert "--nodes=1" in submit_argv(script)
+    assert "cluster.num_nodes" not in err

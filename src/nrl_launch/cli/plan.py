@@ -63,13 +63,17 @@ def plan(
 
     nrl-launch plan --config recipe.yaml [OVERRIDES ...]: exit 0 when the config fits the job,
     2 with one line per problem when it does not. The job's flags and files (--nodes, -f,
-    the profile) are checked against it too.
+    the profile) are checked against it too. A driver command (-- uv run examples/run_grpo.py
+    --config FILE OVERRIDES) is planned with the config and overrides it runs.
     """
     flags = job_flags_of(locals())
-    if "nemo_rl.config" not in flags.values and not flags.job and not flags.profile:
+    given = ("nemo_rl.config", "driver.command")
+    if not any(key in flags.values for key in given) and not flags.job and not flags.profile:
         raise UsageError("--config FILE: plan needs a NeMo RL config")
     prepared = flags.prepare(check=False, need_driver=False, notes=False)
     layout = prepared.layout
+    if layout is None and prepared.unchecked:
+        raise UsageError(f"{prepared.unchecked}: run plan where it is, or give --config FILE")
     if layout is None:
         raise UsageError("--config FILE: plan needs a NeMo RL config (or nemo_rl.config)")
     if flags.json:
@@ -83,10 +87,9 @@ def plan(
 def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
     from dataclasses import asdict
 
-    nemo = prepared.spec.nemo_rl
     return {
-        "config": nemo.config,
-        "overrides": list(nemo.overrides),
+        "config": prepared.config,
+        "overrides": list(prepared.overrides),
         "injected_overrides": list(prepared.injected),
         "nodes": layout.nodes,
         "gpus_per_node": layout.gpus_per_node,
@@ -96,6 +99,7 @@ def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
         "generation_gpus": layout.generation_gpus,
         "training": asdict(layout.training) if layout.training else None,
         "generation": asdict(layout.generation) if layout.generation else None,
+        "teachers": [asdict(teacher) for teacher in layout.teachers],
         "layout": [asdict(role) for role in layout.nodes_layout],
         "problems": list(prepared.problems),
         "notes": list(prepared.notes),
@@ -105,11 +109,11 @@ def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
 
 
 def _as_text(prepared: Prepared, layout: Layout) -> str:
-    nemo = prepared.spec.nemo_rl
+    overrides = prepared.overrides
     total = layout.nodes * layout.gpus_per_node
     lines = [
-        f"Config:      {nemo.config}"
-        + (f" + {len(nemo.overrides)} override(s)" if nemo.overrides else ""),
+        f"Config:      {prepared.config}"
+        + (f" + {len(overrides)} override(s)" if overrides else ""),
         f"Allocation:  {layout.nodes} node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
         f" (cluster.num_nodes={layout.cluster_nodes}"
         + "".join(f", + {n} {why}" for n, why in layout.extra_nodes)
@@ -121,6 +125,7 @@ def _as_text(prepared: Prepared, layout: Layout) -> str:
         lines.append(f"Generation:  {layout.generation.describe()}")
     else:
         lines.append("Generation:  none (every GPU trains)")
+    lines += [f"Teacher:     {teacher.describe()}" for teacher in layout.teachers]
     lines += ["", f"{'NODE':<6}{'ROLE':<22}{'TRAINING':<10}GENERATION"]
     lines += [
         f"{nodes:<6}{r.role:<22}{r.training_gpus:<10}{r.generation_gpus}"

@@ -2,8 +2,9 @@
 
 A driver loads `--config FILE` with OmegaConf; a `defaults:` key (one path or a list, relative to
 the file that names it) pulls in parents, loaded the same way and merged depth first, later ones
-winning, the child last; a mapping with `_override_: true` replaces what it is merged onto instead
-of merging into it. The remaining argv are Hydra overrides, applied in struct mode:
+winning, the child last; a top-level mapping with `_override_: true` replaces what it is merged
+onto instead of merging into it (nemo_rl/utils/config.py, `merge_with_override`). The remaining
+argv are Hydra overrides, applied in struct mode:
 
     key=value     the key must exist
     +key=value    the key must not exist
@@ -201,27 +202,20 @@ def _load_tree(path: Path, what: str, files: list[Path], chain: tuple[Path, ...]
 
 
 def _merge(base: Any, child: Any) -> Any:
-    """OmegaConf.merge, except that a mapping marked `_override_: true` replaces, not merges."""
+    """OmegaConf.merge as NeMo RL's `merge_with_override` does it: a top-level mapping of `child`
+    marked `_override_: true` replaces the one in `base` instead of merging into it (a marker
+    deeper down is an ordinary key), and `???` in `child` keeps what `base` has."""
     from omegaconf import DictConfig, OmegaConf
 
-    replaced: dict[str, Any] = {}
-
-    def strip(node: Any, prefix: str) -> None:
-        for key in list(node.keys()):
-            value = node._get_node(key)
-            if isinstance(value, DictConfig):
-                if value.get("_override_", False) is True:
-                    value.pop("_override_")
-                    replaced[f"{prefix}{key}"] = value
-                else:
-                    strip(value, f"{prefix}{key}.")
-
-    child = OmegaConf.create(OmegaConf.to_container(child, resolve=False))
-    strip(child, "")
-    merged = OmegaConf.merge(base, child)
-    for key, value in replaced.items():
-        OmegaConf.update(merged, key, value, merge=False)
-    return merged
+    for key in list(child.keys()):
+        if OmegaConf.is_missing(child, key):
+            continue
+        value = child._get_node(key)
+        if isinstance(value, DictConfig) and value.get("_override_", False):
+            value.pop("_override_")
+            if key in base:
+                base.pop(key)
+    return OmegaConf.merge(base, child)
 
 
 def parse_override(text: str) -> Override:

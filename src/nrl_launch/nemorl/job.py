@@ -1,14 +1,16 @@
 """A job spec together with its NeMo RL config: sized, checked and given its driver command.
 
 `prepare` is the one step between the validated spec and the backends: it reads the config
-(`nemo_rl.config` and its overrides), takes the job's nodes and GPUs from it where the user gave
-none, passes `cluster.num_nodes` / `cluster.gpus_per_node` to the driver where they are missing
-or differ from the job, builds `uv run <driver> --config FILE OVERRIDES` for a recipe, and runs
-the layout checks. Reading files is its only I/O.
+(`nemo_rl.config` and its overrides; for a driver command of its own, the `--config` and the
+overrides in its argv, which are what NeMo RL runs), takes the job's nodes and GPUs from it where
+the user gave none, passes `cluster.num_nodes` / `cluster.gpus_per_node` to the driver where they
+are missing or differ from the job, builds `uv run <driver> --config FILE OVERRIDES` for a recipe,
+and runs the layout checks. Reading files is its only I/O.
 """
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from pydantic import ValidationError
 from nrl_launch.errors import ConfigError
 from nrl_launch.layers import Resolved, Setting, describe_errors
 from nrl_launch.nemorl import config as nemo_config
+from nrl_launch.nemorl import driver
 from nrl_launch.nemorl.layout import Layout, compute
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
 from nrl_launch.storage import is_under, node_local_root
@@ -45,6 +48,19 @@ class Prepared:
     warnings: tuple[str, ...] = ()
     injected: tuple[str, ...] = ()  # overrides added to the driver's argv
     checkpointing: bool | None = None  # the config's checkpointing.enabled (None: no config)
+    config: str | None = None  # the config checked, as written (--config, or the driver's)
+    overrides: tuple[str, ...] = ()  # the overrides it was checked with
+    unchecked: str | None = None  # why the config the driver names was not read
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The config to check: where this machine reads it, as written, and its overrides."""
+
+    path: Path
+    shown: str
+    overrides: tuple[str, ...]
+    driver: str | None = None  # the driver script, when read from the driver's argv
 
 
 @dataclass
@@ -64,20 +80,32 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     (`check` None: the spec's nemo_rl.check) finds any."""
     spec = resolved.spec
     nemo = spec.nemo_rl
-    if nemo.config is None:
-        return Prepared(spec=spec, warnings=tuple(_storage_warnings(spec, None)))
+    source, said, unchecked = _source(resolved)
+    if source is None:
+        notes = [f"{unchecked}: its config is not checked"] if unchecked else []
+        return Prepared(
+            spec=spec,
+            notes=tuple(notes),
+            warnings=(*said, *_storage_warnings(spec, None)),
+            unchecked=unchecked,
+        )
     draft = _Draft(spec, dict(resolved.sources))
-    path = Path(nemo.config)
-    cfg = nemo_config.load(path, nemo.overrides)
+    what = "--config" if source.driver is None else "the driver's --config"
+    cfg = nemo_config.load(source.path, source.overrides, what=what)
     extra = _extra_nodes(cfg)
-    _size(draft, cfg, "nodes", extra)
-    _size(draft, cfg, "gpus_per_node", 0)
+    _size(draft, cfg, "nodes", extra, source.shown)
+    _size(draft, cfg, "gpus_per_node", 0, source.shown)
     deadline = _deadline(draft, cfg)
     if draft.injected:
-        cfg = nemo_config.load(path, [*nemo.overrides, *draft.injected])
+        cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     layout = compute(cfg.value, cfg.present)
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
-    warnings = [*_storage_warnings(draft.spec, cfg), *deadline]
+    warnings = [
+        *said,
+        *_algorithm_warning(nemo.recipe, source, cfg),
+        *_storage_warnings(draft.spec, cfg),
+        *deadline,
+    ]
     if (nemo.check if check is None else check) and problems:
         raise ConfigError(problems)
     return Prepared(
@@ -88,7 +116,82 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
         warnings=tuple(warnings),
         injected=tuple(draft.injected),
         checkpointing=cfg.value("checkpointing.enabled", False) is True,
+        config=source.shown,
+        overrides=source.overrides,
     )
+
+
+def _source(resolved: Resolved) -> tuple[_Source | None, list[str], str | None]:
+    """The config to check and its overrides, what to warn about them, and why a config the
+    driver names cannot be read here. A driver command of the job's own that gives NeMo RL's
+    driver `--config FILE` runs that file with the overrides after it: those are checked (the
+    file through nemo_rl.config when the driver's path cannot be read on this machine)."""
+    spec = resolved.spec
+    nemo = spec.nemo_rl
+    given = None
+    if nemo.config is not None:
+        given = _Source(Path(nemo.config), nemo.config, nemo.overrides)
+    found = None
+    if nemo.recipe is None and spec.driver.command:
+        found = driver.read(spec.driver.command, nemo.drivers.values())
+    if found is None:
+        return given, [], None
+    path, why = _host_path(spec, found.config)
+    warnings = []
+    if path is not None:
+        source = _Source(path, found.config, found.overrides, found.script)
+        if given is not None and given.path.resolve() != path.resolve():
+            label = resolved.sources.get("nemo_rl.config", "nemo_rl.config")
+            warnings.append(
+                f"nemo_rl.config {nemo.config} (from {label}) is not the driver's --config "
+                f"{found.config}: checking the driver's, which NeMo RL runs"
+            )
+    elif given is not None:  # this machine's copy of the driver's config, read with its argv
+        source = _Source(given.path, given.shown, found.overrides, found.script)
+    else:
+        return None, [], f"the driver's --config {found.config} is not readable here ({why})"
+    left_out = [o for o in nemo.overrides if o not in found.overrides]
+    if left_out:
+        warnings.append(
+            f"nemo_rl.overrides {' '.join(left_out)} are not in the driver's command: not "
+            "checked (the driver's own overrides are what NeMo RL runs)"
+        )
+    return source, warnings, None
+
+
+def _host_path(spec: LaunchSpec, written: str) -> tuple[Path | None, str]:
+    """Where this machine reads the file `written` in the driver's argv names (relative to the
+    driver's working directory, inside the container with one), or None and why not."""
+    workdir = driver_workdir(spec)
+    path = written if workdir is None else posixpath.join(workdir, written)
+    if path.startswith("/") and spec.container.runtime == "pyxis":
+        mounts = [m for m in spec.container.mounts if is_under(path, m.dst)]
+        if not mounts:
+            return None, f"{path} is inside the container, under no mount"
+        mount = max(mounts, key=lambda m: len(m.dst))
+        path = mount.src.rstrip("/") + path[len(mount.dst.rstrip("/")) :]
+    if not Path(path).is_file():
+        return None, f"no file {path}"
+    return Path(path), ""
+
+
+def _algorithm_warning(
+    recipe: str | None, source: _Source, cfg: nemo_config.NemoConfig
+) -> list[str]:
+    """A recipe (or driver) of one algorithm given another's config: `sft --config grpo.yaml`."""
+    if recipe is not None:
+        want, who = driver.algorithm_of_recipe(recipe), f"recipe {recipe}"
+    elif source.driver is not None:
+        want, who = driver.algorithm_of_script(source.driver), f"driver {source.driver}"
+    else:
+        return []
+    has = driver.config_algorithms(cfg.present)
+    if want is None or not has or want in has:
+        return []
+    return [
+        f"{who} runs {want}, but the config {source.shown} is for {' and '.join(has)} "
+        f"(it has no {want}: section): check the recipe and the config"
+    ]
 
 
 def _extra_nodes(cfg: nemo_config.NemoConfig) -> int:
@@ -96,7 +199,7 @@ def _extra_nodes(cfg: nemo_config.NemoConfig) -> int:
     return gym if isinstance(gym, int) and not isinstance(gym, bool) and gym > 0 else 0
 
 
-def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int) -> None:
+def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int, shown: str) -> None:
     """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run)."""
     spec_key, cfg_key = f"slurm.{what}", f"cluster.{'num_nodes' if what == 'nodes' else what}"
     flag = "--nodes" if what == "nodes" else "--gpus-per-node"
@@ -107,7 +210,7 @@ def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int) -> 
         if in_cfg is None:
             draft.problems.append(f"{cfg_key} is not in the config: give {flag} or {cfg_key}=N")
             return
-        _set(draft, spec_key, in_cfg + extra, f"{cfg_key} in {draft.spec.nemo_rl.config}")
+        _set(draft, spec_key, in_cfg + extra, f"{cfg_key} in {shown}")
         draft.notes.append(
             f"{spec_key}={in_cfg + extra}: from {cfg_key}={in_cfg}"
             + (f" + {extra} NeMo Gym GPU node(s)" if extra else "")

@@ -8,19 +8,24 @@ NeMo RL checks these rules in Python once the Ray cluster is up (`ResourceInsuff
 - vLLM's world must be divisible by its TP x PP; PP > 1 needs the async engine; EP is a multiple
   of TP.
 - Non-colocated generation on one node takes GPUs of it and leaves some for training; on several
-  nodes it takes whole nodes, each with the cluster's GPUs per node.
+  nodes it takes whole nodes, each with the cluster's GPUs per node. GRPO runs any backend so
+  (Megatron: a dedicated inference model with the training parallelism, overridable under
+  `policy.generation.mcore_generation_config`); PPO only vLLM; distillation not Megatron.
+- Non-colocated on-policy distillation teachers (`on_policy_distillation.non_colocated_teachers`,
+  one per distinct teacher model) take whole nodes of `cluster.num_nodes`; the policy (training
+  and generation) gets the rest.
 - NeMo Gym GPU nodes are Slurm nodes beyond `cluster.num_nodes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nrl_launch.nemorl.config import MISSING
 
-__all__ = ["Generation", "Layout", "NodeRole", "Training", "compute"]
+__all__ = ["Generation", "Layout", "NodeRole", "Teacher", "Training", "compute"]
 
 Lookup = Callable[[str], Any]  # a dotted key -> its resolved value, or MISSING
 
@@ -60,12 +65,31 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class Teacher:
+    """A non-colocated on-policy distillation teacher: Megatron inference on nodes of its own."""
+
+    alias: str
+    model: str
+    nodes: int
+    gpus_per_node: int
+    tp: int
+    cp: int
+    pp: int
+
+    def describe(self) -> str:
+        gpus = f"{self.nodes} node(s) x {self.gpus_per_node} GPU(s)"
+        return (
+            f"{self.alias} ({self.model}): Megatron TP{self.tp} CP{self.cp} PP{self.pp} on {gpus}"
+        )
+
+
+@dataclass(frozen=True)
 class NodeRole:
     """What one Slurm node of the job does. Which physical node takes which role is Ray's choice;
     the counts are what the config fixes."""
 
     node: int
-    role: str  # training+generation, training, generation, nemo-gym
+    role: str  # training+generation, training, generation, teacher, nemo-gym
     training_gpus: int
     generation_gpus: int
 
@@ -79,6 +103,7 @@ class Layout:
     generation: Generation | None
     nodes_layout: tuple[NodeRole, ...]
     problems: tuple[str, ...]
+    teachers: tuple[Teacher, ...] = ()  # on nodes of cluster.num_nodes, not extra ones
 
     @property
     def nodes(self) -> int:
@@ -154,21 +179,69 @@ def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Lay
             f"cluster.segment_size={segment} does not divide cluster.num_nodes={nodes}"
         )
 
-    generation, train_gpus, gen_nodes = _generation(read, nodes, gpus)
+    teachers = _teachers(read, gpus)
+    teacher_nodes = sum(t.nodes for t in teachers)
+    policy_nodes = nodes - teacher_nodes
+    gym_roles = [NodeRole(nodes + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
+    first = max(policy_nodes, 0)
+    teacher_roles = [NodeRole(first + i, "teacher", 0, 0) for i in range(nodes - first)]
+    if policy_nodes < 1:
+        read.problems.append(
+            f"on_policy_distillation.non_colocated_teachers take {teacher_nodes} node(s) of "
+            f"cluster.num_nodes={nodes}: none are left for the policy"
+        )
+        return Layout(
+            nodes,
+            gpus,
+            tuple(extra),
+            None,
+            None,
+            tuple(teacher_roles + gym_roles),
+            tuple(read.problems),
+            tuple(teachers),
+        )
+    where = (
+        f"cluster.num_nodes={nodes} less {teacher_nodes} teacher node(s)"
+        if teacher_nodes
+        else "cluster.num_nodes"
+    )
+    generation, train_gpus, gen_nodes = _generation(read, policy_nodes, gpus, where)
     training = _training(read, "policy", train_gpus)
+    if generation and generation.backend == "megatron" and generation.colocated:
+        # Colocated Megatron generation runs on the training model, with its parallelism.
+        generation = replace(
+            generation, tp=training.tp, pp=training.pp, ep=training.ep, instances=training.dp
+        )
     # Models that train beside the policy, on the same GPUs: distillation's teacher, PPO's value.
     for section in ("teacher", "value"):
         if read.has(section):
             _training(read, section, train_gpus)
-    roles = _roles(nodes, gpus, generation, train_gpus, gen_nodes)
-    roles += [NodeRole(len(roles) + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
+    roles = _roles(policy_nodes, gpus, generation, train_gpus, gen_nodes)
     return Layout(
-        nodes, gpus, tuple(extra), training, generation, tuple(roles), tuple(read.problems)
+        nodes,
+        gpus,
+        tuple(extra),
+        training,
+        generation,
+        tuple(roles + teacher_roles + gym_roles),
+        tuple(read.problems),
+        tuple(teachers),
     )
 
 
-def _generation(read: _Reader, nodes: int, gpus: int) -> tuple[Generation | None, int, int]:
-    """Generation's engines, the GPUs left for training, and the nodes generation takes whole."""
+def _algorithm(read: _Reader) -> str:
+    """The algorithm a config is for, by its section: the drivers differ in what they accept."""
+    for name in ("distillation", "ppo"):
+        if read.has(name):
+            return name
+    return "grpo"
+
+
+def _generation(
+    read: _Reader, nodes: int, gpus: int, where: str
+) -> tuple[Generation | None, int, int]:
+    """Generation's engines, the GPUs left for training, and the nodes generation takes whole
+    (of the policy's `nodes`, which `where` names)."""
     total = nodes * gpus
     if not read.has("policy.generation"):
         return None, total, 0  # SFT, DPO, RM: every GPU trains
@@ -181,19 +254,97 @@ def _generation(read: _Reader, nodes: int, gpus: int) -> tuple[Generation | None
     colocated = read.flag(f"{g}.colocated.enabled", True)
     train_gpus, gen_gpus, gen_nodes = total, total, 0
     if not colocated:
-        if backend == "megatron":
+        algorithm = _algorithm(read)
+        if algorithm == "distillation" and backend == "megatron":
             read.problems.append(
-                f"{g}.backend=megatron cannot run without colocation: "
+                f"{g}.backend=megatron cannot run without colocation in distillation: "
                 f"set {g}.colocated.enabled=true or use vllm"
             )
-        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus)
-    engines = None
+        elif algorithm == "ppo" and backend != "vllm":
+            read.problems.append(
+                f"{g}.backend={backend}: PPO runs non-colocated generation only on vllm: "
+                f"set {g}.colocated.enabled=true or use vllm"
+            )
+        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus, where)
+    gen_gpus, engines = max(gen_gpus, 0), None
     if backend == "vllm":
-        engines = _vllm_checks(read, max(gen_gpus, 0), tp, pp, ep)
+        engines = _vllm_checks(read, gen_gpus, tp, pp, ep)
     elif backend == "sglang":
-        _sglang_checks(read, max(gen_gpus, 0), gpus)
-    gen = Generation(backend, colocated, tp, pp, ep, max(gen_gpus, 0), engines)
+        _sglang_checks(read, gen_gpus, gpus)
+    elif backend == "megatron" and not colocated:
+        # A dedicated inference model: the training's megatron_cfg, with what
+        # mcore_generation_config sets over it.
+        def key(name: str) -> str:
+            own = f"{g}.mcore_generation_config.{name}"
+            return own if read.has(own) else f"policy.megatron_cfg.{name}"
+
+        sizes = _megatron(
+            read, gen_gpus, key, "generation (Megatron)", "generation (Megatron) experts"
+        )
+        tp, pp, ep, engines = sizes.tp, sizes.pp, sizes.ep, sizes.dp
+    gen = Generation(backend, colocated, tp, pp, ep, gen_gpus, engines)
     return gen, max(train_gpus, 0), gen_nodes
+
+
+def _teachers(read: _Reader, gpus_per_node: int) -> list[Teacher]:
+    """Non-colocated OPD teachers, as NeMo RL reserves them (nemo_rl/algorithms/opd.py): one per
+    distinct teacher model of teacher_model_by_agent_name (per alias without deduplication),
+    each with default_teacher_cfg under its teacher_overrides.<alias>."""
+    o = "on_policy_distillation"
+    n = f"{o}.non_colocated_teachers"
+    if not (read.flag(f"{o}.enabled", False) and read.flag(f"{n}.enabled", False)):
+        return []
+    backend = read.lookup("policy.generation.backend")
+    if backend in ("vllm", MISSING, None) and not read.flag(
+        "policy.generation.vllm_cfg.async_engine", False
+    ):
+        read.problems.append(
+            f"{n}.enabled needs async rollouts: set policy.generation.vllm_cfg.async_engine=true"
+        )
+    agents = f"{o}.teacher_model_by_agent_name"
+    models = read.lookup(agents)
+    if models is MISSING and read.has(agents):
+        read.problems.append(f"{agents}: a teacher model in it does not resolve")
+    elif not isinstance(models, dict) and models not in (MISSING, None):
+        read.problems.append(
+            f"{agents}: expected a mapping of agent name to teacher model, got {models!r}"
+        )
+    if not isinstance(models, dict):
+        return []
+    dedup = read.flag(f"{o}.deduplicate_shared_teacher_checkpoints", True)
+    teachers: list[Teacher] = []
+    for alias, model in models.items():
+        if model in ("???", None):
+            read.problems.append(f"{agents}.{alias}: the teacher model is not set")
+            continue
+        if dedup and any(t.model == str(model) for t in teachers):
+            continue
+
+        def key(name: str, alias: str = str(alias)) -> str:
+            own = f"{n}.teacher_overrides.{alias}.{name}"
+            return own if read.has(own) else f"{n}.default_teacher_cfg.{name}"
+
+        teachers.append(_teacher(read, str(alias), str(model), key, gpus_per_node))
+    return teachers
+
+
+def _teacher(
+    read: _Reader, alias: str, model: str, key: Callable[[str], str], gpus_per_node: int
+) -> Teacher:
+    nodes = read.int(key("num_nodes"), 1) or 1
+    gpus = read.int(key("gpus_per_node"), 8) or 8  # NeMo RL's default
+    tp = read.int(key("tensor_model_parallel_size"), 1) or 1
+    pp = read.int(key("pipeline_model_parallel_size"), 1) or 1
+    cp = read.int(key("context_parallel_size"), 1) or 1
+    if gpus > gpus_per_node:
+        read.problems.append(
+            f"{key('gpus_per_node')}={gpus} is more than cluster.gpus_per_node={gpus_per_node}: "
+            f"teacher {alias!r} must fit on its nodes"
+        )
+    names = f"{key('tensor_model_parallel_size')}={tp} x context_parallel_size={cp} x "
+    names += f"pipeline_model_parallel_size={pp}"
+    _divides(read, f"teacher {alias!r}", nodes * min(gpus, gpus_per_node), tp * cp * pp, names)
+    return Teacher(alias, model, nodes, gpus, tp, cp, pp)
 
 
 def _vllm_checks(read: _Reader, gpus: int, tp: int, pp: int, ep: int) -> int | None:
@@ -233,7 +384,7 @@ def _sglang_checks(read: _Reader, gpus: int, gpus_per_node: int) -> None:
         )
 
 
-def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
+def _split(read: _Reader, nodes: int, gpus: int, where: str) -> tuple[int, int, int]:
     """Non-colocated: (training GPUs, generation GPUs, generation's whole nodes)."""
     res = "policy.generation.colocated.resources"
     res_gpus = read.int(f"{res}.gpus_per_node", None)
@@ -242,7 +393,7 @@ def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
     if nodes == 1:
         if res_nodes not in (None, 1):
             read.problems.append(
-                f"{res}.num_nodes={res_nodes}: the cluster has one node; "
+                f"{res}.num_nodes={res_nodes}: the cluster has one node ({where}); "
                 "generation takes GPUs of it (set num_nodes to null or 1)"
             )
         if res_gpus is None:
@@ -265,13 +416,13 @@ def _split(read: _Reader, nodes: int, gpus: int) -> tuple[int, int, int]:
         )
     if res_nodes is None:
         read.problems.append(
-            f"{res}.num_nodes must be > 0: on {nodes} nodes non-colocated generation "
-            "takes whole nodes"
+            f"{res}.num_nodes must be > 0: on {nodes} nodes ({where}) non-colocated "
+            "generation takes whole nodes"
         )
         return total, 0, 0
     if nodes - res_nodes <= 0:
         read.problems.append(
-            f"{res}.num_nodes={res_nodes} takes all {nodes} nodes (cluster.num_nodes): "
+            f"{res}.num_nodes={res_nodes} takes all {nodes} nodes ({where}): "
             "none are left for training"
         )
     return max(nodes - res_nodes, 0) * gpus, min(res_nodes, nodes) * gpus, min(res_nodes, nodes)
@@ -295,7 +446,13 @@ def _training(read: _Reader, section: str, gpus: int) -> Training:
             f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both false: enable one"
         )
     if megatron:
-        return _megatron(read, section, gpus)
+        return _megatron(
+            read,
+            gpus,
+            lambda name: f"{section}.megatron_cfg.{name}",
+            f"{section} training",
+            f"{section} experts",
+        )
     tp = read.int(f"{fsdp}.tensor_parallel_size", 1) or 1
     cp = read.int(f"{fsdp}.context_parallel_size", 1) or 1
     ep = read.int(f"{fsdp}.expert_parallel_size", 1) or 1
@@ -311,27 +468,30 @@ def _training(read: _Reader, section: str, gpus: int) -> Training:
     return Training("dtensor", tp, cp, 1, ep, gpus, dp)
 
 
-def _megatron(read: _Reader, section: str, gpus: int) -> Training:
-    m = f"{section}.megatron_cfg"
-    tp = read.int(f"{m}.tensor_model_parallel_size", 1) or 1
-    pp = read.int(f"{m}.pipeline_model_parallel_size", 1) or 1
-    cp = read.int(f"{m}.context_parallel_size", 1) or 1
-    ep = read.int(f"{m}.expert_model_parallel_size", 1) or 1
-    etp = read.int(f"{m}.expert_tensor_parallel_size", tp) or tp
+def _megatron(
+    read: _Reader, gpus: int, key: Callable[[str], str], what: str, experts: str
+) -> Training:
+    """Megatron's sizes, read through `key` (a size's name -> its dotted key), checked on
+    `gpus` as lm_policy.py checks them; `what` and `experts` name the model in the problems."""
+    tp = read.int(key("tensor_model_parallel_size"), 1) or 1
+    pp = read.int(key("pipeline_model_parallel_size"), 1) or 1
+    cp = read.int(key("context_parallel_size"), 1) or 1
+    ep = read.int(key("expert_model_parallel_size"), 1) or 1
+    etp = read.int(key("expert_tensor_parallel_size"), tp) or tp
     if ep > 1 or etp != tp:
         _divides(
             read,
-            f"{section} experts",
+            experts,
             gpus,
             etp * ep * pp,
-            f"{m}.expert_tensor_parallel_size={etp} x expert_model_parallel_size={ep} "
+            f"{key('expert_tensor_parallel_size')}={etp} x expert_model_parallel_size={ep} "
             f"x pipeline_model_parallel_size={pp}",
         )
     names = (
-        f"{m}.tensor_model_parallel_size={tp} x context_parallel_size={cp} x "
+        f"{key('tensor_model_parallel_size')}={tp} x context_parallel_size={cp} x "
         f"pipeline_model_parallel_size={pp}"
     )
-    dp = _divides(read, f"{section} training", gpus, tp * cp * pp, names)
+    dp = _divides(read, what, gpus, tp * cp * pp, names)
     return Training("megatron", tp, cp, pp, ep, gpus, dp)
 
 
