@@ -124,15 +124,14 @@ CORRUPT: list[tuple[str, bytes, str]] = [
 
 
 def test_corrupt_records_warn_once_each_and_list_shows_the_rest(
-    cli: Cli,
-    fake: FakeSlurm,  # noqa: ARG001 - list asks Slurm nothing: every fake refuses
-    tmp_path: Path,
+    cli: Cli, fake: FakeSlurm, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
     save(state, "10", submitted_at=1.0)
     save(state, "11", submitted_at=2.0)
     for job_id, content, _ in CORRUPT:
         (state / "jobs" / f"{job_id}.json").write_bytes(content)
+    fake.answer("squeue", "10|PENDING|Priority|2|\n11|PENDING|Priority|2|\n")
     result = cli("list")
     assert result.code == 0, result.err
     assert [line.split("\t")[0] for line in result.out.splitlines()] == ["11", "10"]
@@ -192,13 +191,13 @@ def test_status_list_and_logs_work_on_old_records(
 ) -> None:
     state = tmp_path / "state"
     old_records(state, tmp_path)
+    fake.answer("squeue", "4242|RUNNING|None|2|node[0-1]\n4243|PENDING|Resources|2|\n")
     listed = cli("list")
     assert listed.code == 0 and listed.err == ""
-    assert [line.split("\t")[:3] for line in listed.out.splitlines()] == [
-        ["4243", "nrl-launch", "2"],
-        ["4242", "nrl-launch", "2"],
+    assert [line.split("\t")[:4] for line in listed.out.splitlines()] == [
+        ["4243", "nrl-launch", "2", "PENDING"],
+        ["4242", "nrl-launch", "2", "STARTING"],
     ]
-    fake.answer("squeue", "4242|RUNNING|None|2|node[0-1]\n4243|PENDING|Resources|2|\n")
     logs = tmp_path / "logs" / "4242-logs"
     logs.mkdir(parents=True)
     (logs / "STARTED_RAY_HEAD").touch()

@@ -9,10 +9,23 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["JSON_VERSION", "emit_json", "emit_text", "error", "note", "table", "warn"]
+__all__ = [
+    "JSON_VERSION",
+    "emit_json",
+    "emit_text",
+    "error",
+    "json_printed",
+    "note",
+    "reset",
+    "table",
+    "warn",
+    "write",
+]
 
 # Bumped when a key in any --json output changes meaning or disappears (adding keys is fine).
 JSON_VERSION = 1
+
+_json_printed = False  # whether this process has printed a JSON object (at most one, whole)
 
 
 def emit_text(text: str) -> None:
@@ -20,11 +33,30 @@ def emit_text(text: str) -> None:
     sys.stdout.flush()
 
 
+def write(text: str) -> None:
+    """`text` as it is (a log's bytes as they come: no newline added)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def emit_json(command: str, data: Mapping[str, Any], *, ok: bool = True) -> None:
     import json
 
+    global _json_printed
     envelope = {"nrl_launch_json": JSON_VERSION, "command": command, "ok": ok, **data}
     emit_text(json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=False))
+    _json_printed = True
+
+
+def reset() -> None:
+    """A new command starts: nothing printed yet (tests run many in one process)."""
+    global _json_printed
+    _json_printed = False
+
+
+def json_printed() -> bool:
+    """Whether a JSON object was printed: an error after it adds no second one to stdout."""
+    return _json_printed
 
 
 def error(message: str) -> None:

@@ -33,28 +33,42 @@ from nrl_launch.errors import ExitCode, NrlLaunchError
 
 __all__ = ["app", "main"]
 
+
+def _epilog(examples: str) -> str:
+    """A command's examples as its help shows them: \\b keeps their lines as written (help
+    text is otherwise rewrapped)."""
+    return f"\b\n{examples}"
+
+
 app = typer.Typer(
     name="nrl-launch",
     help="Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec.",
-    no_args_is_help=True,
-    add_completion=False,
+    epilog=_epilog(
+        "Examples:\n  nrl-launch render -f examples/grpo-2node.yaml\n  nrl-launch status\n"
+    ),
     pretty_exceptions_enable=False,  # errors are one line; tracebacks only with --debug
     rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("submit")(submit.submit)
-app.command("run")(run_job.run)
-app.command("pull")(pull.pull)
-app.command("status")(status.status)
-app.command("logs")(logs.logs)
-app.command("attach")(attach.attach)
-app.command("stop")(stop.stop)
-app.command("cancel")(cancel.cancel)
-app.command("dashboard")(dashboard.dashboard)
-app.command("list")(list_jobs.list_jobs)
-app.command("render")(render.render)
-app.command("plan")(plan.plan)
-app.command("doctor")(doctor.doctor)
+# plan's examples sit here, as cli/plan.py has none of its own.
+_PLAN_EXAMPLES = """\
+Examples:
+  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml
+  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml cluster.gpus_per_node=4
+"""
+app.command("submit", epilog=_epilog(submit.EXAMPLES))(submit.submit)
+app.command("run", epilog=_epilog(run_job.EXAMPLES))(run_job.run)
+app.command("pull", epilog=_epilog(pull.EXAMPLES))(pull.pull)
+app.command("status", epilog=_epilog(status.EXAMPLES))(status.status)
+app.command("logs", epilog=_epilog(logs.EXAMPLES))(logs.logs)
+app.command("attach", epilog=_epilog(attach.EXAMPLES))(attach.attach)
+app.command("stop", epilog=_epilog(stop.EXAMPLES))(stop.stop)
+app.command("cancel", epilog=_epilog(cancel.EXAMPLES))(cancel.cancel)
+app.command("dashboard", epilog=_epilog(dashboard.EXAMPLES))(dashboard.dashboard)
+app.command("list", epilog=_epilog(list_jobs.EXAMPLES))(list_jobs.list_jobs)
+app.command("render", epilog=_epilog(render.EXAMPLES))(render.render)
+app.command("plan", epilog=_epilog(_PLAN_EXAMPLES))(plan.plan)
+app.command("doctor", epilog=_epilog(doctor.EXAMPLES))(doctor.doctor)
 app.add_typer(config.app, name="config")
 
 
@@ -64,10 +78,14 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks (also: NRL_LAUNCH_DEBUG=1).")
+        bool,
+        typer.Option(
+            "--debug", help="Show tracebacks (also: NRL_LAUNCH_DEBUG=1); also after the command."
+        ),
     ] = False,
     version: Annotated[
         bool,
@@ -75,13 +93,24 @@ def _root(
     ] = False,
 ) -> None:
     """Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec."""
+    del debug, version  # main() reads --debug wherever it is; --version has its callback
+    if ctx.invoked_subcommand is None:  # `nrl-launch` alone: its help, exit 0 (as kubectl)
+        output.emit_text(ctx.get_help())
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Run the CLI and exit with the code the error tree (errors.py) assigns."""
+    """Run the CLI and exit with the code the error tree (errors.py) assigns.
+
+    `--debug` and `--json` count anywhere before `--` (after it, the words are the driver's):
+    --debug shows tracebacks, and with --json an error is also printed as a JSON object on
+    stdout (unless the command printed its own already), its exit code unchanged."""
     args = sys.argv[1:] if argv is None else argv
-    root_options = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
-    debug = "--debug" in root_options or os.environ.get("NRL_LAUNCH_DEBUG", "") not in ("", "0")
+    end = args.index("--") if "--" in args else len(args)
+    own = args[:end]
+    debug = "--debug" in own or os.environ.get("NRL_LAUNCH_DEBUG", "") not in ("", "0")
+    json_as = _command_of(own) if "--json" in own else None
+    args = [a for a in own if a != "--debug"] + args[end:]
+    output.reset()
     try:
         result = typer.main.get_command(app).main(
             args, prog_name="nrl-launch", standalone_mode=False
@@ -90,29 +119,40 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except NrlLaunchError as exc:
         if debug:
             raise
-        output.error(exc.message)
-        code = exc.exit_code
+        code = _failed(exc.message, exc.exit_code, json_as)
     except typer.Exit as exc:
         code = exc.exit_code
-    except typer.Abort:
-        output.error("interrupted")
-        code = ExitCode.INTERRUPTED
-    except KeyboardInterrupt:
-        output.error("interrupted")
-        code = ExitCode.INTERRUPTED
+    except (typer.Abort, KeyboardInterrupt):
+        code = _failed("interrupted", ExitCode.INTERRUPTED, json_as)
     except typer.TyperException as exc:  # a usage error found by the parser
         if debug:
             raise
-        output.error(_one_line(exc))
-        code = ExitCode.BAD_INPUT
+        code = _failed(_one_line(exc), ExitCode.BAD_INPUT, json_as)
     except Exception as exc:
         if debug:
             raise
-        output.error(
-            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
-        )
-        code = ExitCode.INTERNAL
+        message = f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
+        code = _failed(message, ExitCode.INTERNAL, json_as)
     sys.exit(int(code))
+
+
+def _failed(message: str, code: ExitCode, json_as: str | None) -> int:
+    """Report an error: one line per problem on stderr, and with --json (`json_as`: the
+    command) the same as a JSON object on stdout, unless the command printed one already."""
+    output.error(message)
+    if json_as is not None and not output.json_printed():
+        errors = {"exit_code": int(code), "errors": message.splitlines()}
+        output.emit_json(json_as, errors, ok=False)
+    return int(code)
+
+
+def _command_of(args: list[str]) -> str:
+    """The command `args` run, as --json names it (`config show`): its first words (the root
+    takes no option with a value)."""
+    words = [a for a in args if not a.startswith("-")]
+    if words[:1] == ["config"]:
+        return " ".join(words[:2])
+    return words[0] if words else ""
 
 
 def _one_line(exc: typer.TyperException) -> str:

@@ -10,11 +10,18 @@ from typing import Annotated
 import typer
 
 from nrl_launch import paths
+from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import JobNotRunningError
+
+EXAMPLES = """\
+Examples:
+  nrl-launch attach JOBID                      # a shell on the head node, in the job's container
+  nrl-launch attach JOBID --node 1 -- ray status
+"""
 
 
 def attach(
-    job_id: Annotated[str, typer.Argument(help="The job id.", metavar="JOBID")],
+    job_id: Annotated[str, job_argument("The job id or name.")],
     command: Annotated[
         list[str] | None,
         typer.Argument(
@@ -24,9 +31,17 @@ def attach(
     node: Annotated[
         str, typer.Option("--node", help="head (default), or a node index K (0 is the head).")
     ] = "head",
+    json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Errors as a versioned JSON object on stdout (CMD's own output is unchanged).",
+        ),
+    ] = False,
 ) -> int:
     """Open a shell (or run CMD) on a node of a running job, in the job's container and
     environment, with RAY_ADDRESS set to its Ray cluster; exits with CMD's exit code."""
+    del json  # main() prints an error as JSON; CMD's own output is CMD's
     from nrl_launch import runner
     from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir

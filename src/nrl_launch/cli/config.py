@@ -32,10 +32,25 @@ from nrl_launch.cli.options import (
     job_flags_of,
 )
 
-app = typer.Typer(help="Inspect the effective job spec.", no_args_is_help=True)
+EXAMPLES = """\
+Examples:
+  nrl-launch config show -f examples/grpo-2node.yaml
+  nrl-launch config show -f examples/grpo-2node.yaml --sources    # where each value came from
+"""
 
 
-@app.command("show")
+# \b keeps the examples' lines as written: help text is otherwise rewrapped.
+app = typer.Typer(help="Inspect the effective job spec.", epilog=f"\b\n{EXAMPLES}")
+
+
+@app.callback(invoke_without_command=True)
+def _group(ctx: typer.Context) -> None:
+    """Inspect the effective job spec."""
+    if ctx.invoked_subcommand is None:  # `nrl-launch config` alone: its help, as kubectl does
+        output.emit_text(ctx.get_help())
+
+
+@app.command("show", epilog=f"\b\n{EXAMPLES}")
 def show(
     sources: Annotated[
         bool, typer.Option("--sources", help="Show where each value came from.")

@@ -11,13 +11,21 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nrl_launch import output, paths
+from nrl_launch.cli.status import job_argument
+from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
 
+EXAMPLES = """\
+Examples:
+  nrl-launch dashboard JOBID
+  nrl-launch dashboard JOBID --json
+"""
+
 
 def dashboard(
-    job_id: Annotated[str, typer.Argument(help="The job id.", metavar="JOBID")],
+    job_id: Annotated[str, job_argument("The job id or name.")],
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
 ) -> int:
     """Print the head node, the dashboard port and the `ssh -L` command for a laptop."""
@@ -27,9 +35,9 @@ def dashboard(
     rec = record.load(job_id, paths.state_dir(os.environ))
     query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
+    port = _port(rec)
     query.require_running(rec, "open")
     head = query.head_node(rec)
-    port = int(rec.spec["ray"]["ports"]["dashboard"])
     target = backends.get(rec.backend).dashboard_host(rec, head)
     ssh = f"ssh -N -L {port}:{target}:{port} {getpass.getuser()}@{socket.gethostname()}"
     url = f"http://localhost:{port}"
@@ -57,6 +65,19 @@ def dashboard(
         text += f"\nIt asks for the job's token: the contents of {token} (readable by you only)."
     output.emit_text(text)
     return 0
+
+
+def _port(rec: JobRecord) -> int:
+    """The dashboard's port, as the job's record has its spec (ray.ports.dashboard)."""
+    ray = rec.spec.get("ray")
+    ports = ray.get("ports") if isinstance(ray, dict) else None
+    port = ports.get("dashboard") if isinstance(ports, dict) else None
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise UsageError(
+            f"job {rec.job_id}'s record names no Ray dashboard port (ray.ports.dashboard): "
+            f"the head's log, ray-head.log in {rec.log_dir}, says where its dashboard listens"
+        )
+    return port
 
 
 def _token_path(rec: JobRecord) -> str | None:

@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     from nrl_launch.doctor import Check
     from nrl_launch.layers import Resolved
 
+EXAMPLES = """\
+Examples:
+  nrl-launch doctor -f examples/grpo-2node.yaml
+  nrl-launch doctor -f examples/grpo-2node.yaml --on-nodes     # also on the job's nodes
+"""
+
+
 _LABELS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 
 

@@ -1,37 +1,37 @@
-"""`nrl-launch list`: the jobs submitted from here, newest first, from their records."""
+"""`nrl-launch list`: every job submitted from here, newest first, with its live state (one
+batched query per backend: one squeue for all Slurm jobs)."""
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Annotated
 
 import typer
 
-from nrl_launch import output, paths
+from nrl_launch import output
+
+EXAMPLES = """\
+Examples:
+  nrl-launch list
+  nrl-launch list --json
+"""
 
 
 def list_jobs(
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
 ) -> int:
-    """List submitted jobs (no Slurm query: use status for their state)."""
-    from nrl_launch.jobs import record
+    """List the jobs submitted from here with their state (as nrl-launch status with no job
+    id): one scheduler query for them all."""
+    from nrl_launch.cli.status import all_records, show_table, status_object
+    from nrl_launch.jobs import query
 
-    records, warnings = record.load_all(paths.state_dir(os.environ))
-    for warning in warnings:
-        output.warn(warning)
+    records = all_records()
+    found = query.overview(records)
     if json:
-        output.emit_json("list", {"jobs": [r.model_dump(mode="json") for r in records]})
-        return 0
-    rows = [
-        [
-            r.job_id,
-            r.job_name,
-            str(r.nodes),
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.submitted_at)),
-            r.log_dir,
+        jobs = [
+            r.model_dump(mode="json") | {"status": status_object(s)}
+            for r, s in zip(records, found, strict=True)
         ]
-        for r in records
-    ]
-    output.table(["JOBID", "NAME", "NODES", "SUBMITTED", "LOG DIR"], rows)
+        output.emit_json("list", {"jobs": jobs})
+    else:
+        show_table(records, found)
     return 0

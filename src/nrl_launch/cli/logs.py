@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,10 +10,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from nrl_launch import output, paths
+from nrl_launch.cli.options import Json
+from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import ExitCode, JobNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
+    from nrl_launch.jobs.status import JobStatus
+
+EXAMPLES = """\
+Examples:
+  nrl-launch logs JOBID -f                 # follow the driver; exits with the job's exit code
+  nrl-launch logs JOBID --node 1 --tail 50 # the end of worker 1's Ray log
+"""
 
 
 def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
@@ -36,9 +44,14 @@ def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
 
 
 def logs(
-    job_id: Annotated[str, typer.Argument(help="The job id.", metavar="JOBID")],
+    job_id: Annotated[str, job_argument("The job id or name.")],
     follow: Annotated[
-        bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
+        bool,
+        typer.Option(
+            "-f",
+            "--follow",
+            help="Keep printing until the job ends; exit with its exit code, as submit --wait.",
+        ),
     ] = False,
     node: Annotated[
         str | None,
@@ -51,14 +64,20 @@ def logs(
     tail: Annotated[
         int | None, typer.Option("--tail", help="Start with the last N lines.", min=0)
     ] = None,
+    json: Json = False,
 ) -> int:
     """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
-    plain job (run, pull), its command's output."""
+    plain job (run, pull), its command's output. With -f, follow it to the job's end and exit
+    with the job's exit code: the driver's when it failed, 0 when it completed, 1 when it was
+    cancelled or timed out."""
     from nrl_launch import backends
     from nrl_launch.jobs import record
     from nrl_launch.jobs.status import find_log_dir
 
+    if follow and json:
+        raise UsageError("--follow and --json cannot be combined: --json prints one object once")
     rec = record.load(job_id, paths.state_dir(os.environ))
+    job_id = rec.job_id  # a name was given, maybe
     path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
     backend = backends.get(rec.backend)
     if not backend.shares_files and not path.is_file():
@@ -70,18 +89,28 @@ def logs(
                 "only as they stand; run `nrl-launch logs` again, or mount its log dir here"
             )
         index = 0 if node in (None, "driver") else rec.node_index(node, also="driver, ")
-        sys.stdout.write(_last_lines(backend.replica_log(rec.job_id, index), tail))
+        _print(job_id, None, _last_lines(backend.replica_log(rec.job_id, index), tail), json)
         return 0
     if not follow:
         if not path.is_file():
             raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")
-        sys.stdout.write(_last_lines(path.read_text(encoding="utf-8", errors="replace"), tail))
+        text = path.read_text(encoding="utf-8", errors="replace")
+        _print(job_id, str(path), _last_lines(text, tail), json)
         return 0
     try:
         return _follow(rec, path, tail)
     except KeyboardInterrupt:
         output.warn(f"stopped following; job {job_id} keeps running (nrl-launch cancel {job_id})")
         return ExitCode.INTERRUPTED
+
+
+def _print(job_id: str, path: str | None, text: str, json: bool) -> None:
+    """The log as it is: its text, or with --json one object (`path` None: the scheduler's log
+    store)."""
+    if json:
+        output.emit_json("logs", {"job_id": job_id, "path": path, "text": text})
+    else:
+        output.write(text)
 
 
 def _last_lines(text: str, count: int | None) -> str:
@@ -99,31 +128,35 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
     poll = query.StatusPoller([rec])
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    offset, last_check, ended = 0, 0.0, False
+    offset, last_check = 0, 0.0
+    ended: JobStatus | None = None  # the job's status once it has ended
     log_dir = path.parent
     seen = log_dir.is_dir()  # before the job starts, its log dir is still to come
     if tail is not None:
         data = _read_from(path, 0) or b""
-        sys.stdout.write(_last_lines(data.decode("utf-8", errors="replace"), tail))
+        output.write(_last_lines(data.decode("utf-8", errors="replace"), tail))
         offset = len(data)
     while True:
         chunk = _read_from(path, offset)
         if chunk:
             offset += len(chunk)
-            sys.stdout.write(decoder.decode(chunk))
-            sys.stdout.flush()
+            output.write(decoder.decode(chunk))
             continue
         if log_dir.is_dir():
             seen = True
         elif seen or not log_dir.parent.is_dir():
             raise JobNotFoundError(f"the log dir {log_dir} was removed while following it")
-        if ended:
-            return 0
+        if ended is not None:
+            code = query.exit_code_of(ended)
+            if code:
+                output.note(f"job {rec.job_id} ended {ended.phase.value}: {ended.detail}")
+            return code
         # The job's state is checked every few seconds, not on every read.
         if time.monotonic() - last_check > 3:
             last_check = time.monotonic()
             found = poll()
-            ended = found is not None and found[0].over
+            if found is not None and found[0].over:
+                ended = found[0]
             continue  # read once more after the job ended, then stop
         time.sleep(0.5)
 

@@ -46,6 +46,13 @@ _FIXED = {
 _DEFAULTS = {"slurm.exclusive": False, "slurm.job_name": "enroot-import"}
 
 
+EXAMPLES = """\
+Examples:
+  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.4.0 --wait     # writes ./nemo-rl+v0.4.0.sqsh
+  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.4.0 --dry-run
+"""
+
+
 PullSets = Annotated[
     list[str] | None,
     typer.Option(

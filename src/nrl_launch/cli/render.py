@@ -33,6 +33,12 @@ from nrl_launch.cli.options import (
     job_flags_of,
 )
 
+EXAMPLES = """\
+Examples:
+  nrl-launch render -f examples/grpo-2node.yaml
+  nrl-launch render -f examples/grpo-2node.yaml --nodes 4 --json
+"""
+
 
 def render(
     out: Annotated[

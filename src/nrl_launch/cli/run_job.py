@@ -51,6 +51,13 @@ NoContainerCheck = Annotated[
 ]
 
 
+EXAMPLES = """\
+Examples:
+  nrl-launch run --nodes 2 --wait -- hostname
+  nrl-launch run --nodes 2 --dry-run -- hostname     # the job script; nothing is submitted
+"""
+
+
 # Every job option but --backend (the job is Slurm's: srun starts the command on each node)
 # and --interactive (there is no cluster to keep up), which run refuses by name.
 def run(

@@ -1,9 +1,14 @@
-"""`nrl-launch status`: Slurm's state, the Ray bring-up and the driver, as one phase per job."""
+"""`nrl-launch status`: Slurm's state, the Ray bring-up and the driver, as one phase per job;
+with no job id, every recorded job (one batched query), as `squeue --me` lists a user's jobs.
+
+Also the JOBID argument every command takes: a job id or name, completed from the records."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -15,38 +20,97 @@ if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
     from nrl_launch.jobs.status import JobStatus
 
+EXAMPLES = """\
+Examples:
+  nrl-launch status                 # every job submitted from here, with its state
+  nrl-launch status JOBID --watch   # follow one job (its id or name) until it ends
+"""
+
+
+def complete_job_ids(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion of a JOBID: the recorded ids (and the names only one job has), newest
+    first, each with the other as its help. Reads the records only: no scheduler query."""
+    from nrl_launch.jobs import record
+
+    records, _ = record.load_all(paths.state_dir(os.environ))
+    names = [r.job_name for r in records]
+    found = [(r.job_id, r.job_name) for r in records]
+    found += [(r.job_name, f"job {r.job_id}") for r in records if names.count(r.job_name) == 1]
+    return [(word, about) for word, about in found if word.startswith(incomplete)]
+
+
+def job_argument(help: str) -> Any:
+    """A JOBID argument: a job id or the name of one job, completed from the records."""
+    return typer.Argument(help=help, metavar="JOBID", autocompletion=complete_job_ids)
+
 
 def status(
     job_ids: Annotated[
-        list[str], typer.Argument(help="Job ids, as submit printed them.", metavar="JOBID")
-    ],
+        list[str] | None,
+        job_argument("Job ids or names, as submit printed them; none: every recorded job."),
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
     watch: Annotated[
         bool, typer.Option("--watch", help="Print each change until every job ends.")
     ] = False,
 ) -> int:
-    """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended."""
+    """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended;
+    with no JOBID, every job submitted from here."""
     from nrl_launch.jobs import query, record
 
     if watch and json:
         raise UsageError("--watch and --json cannot be combined: --json prints one object once")
     state = paths.state_dir(os.environ)
-    records = [record.load(job_id, state) for job_id in job_ids]
-    if watch:
-        return follow(records)
-    found = query.statuses(records)
+    if not job_ids:
+        if watch:
+            raise UsageError("--watch: name the jobs to follow: nrl-launch status JOBID --watch")
+        records = all_records()
+        found = query.overview(records)
+    else:
+        records = [record.load(job_id, state) for job_id in job_ids]
+        if watch:
+            return follow(records)
+        found = query.statuses(records)
     for rec, s in zip(records, found, strict=True):
         if len(s.log_dirs) > 1 and s.log_dirs != rec.runs:
             # A requeued job: its record keeps every run's log dir, not just the first.
             record.save(rec.model_copy(update={"runs": s.log_dirs}), state)
     if json:
         output.emit_json("status", {"jobs": [status_object(s) for s in found]})
+    elif not job_ids:
+        show_table(records, found)
     else:
         for s in found:
             output.emit_text(_line(s))
             for line in s.driver_tail:
                 output.emit_text(f"    | {line}")
     return 0
+
+
+def all_records() -> list[JobRecord]:
+    """Every readable record, newest first; one warning per unreadable one."""
+    from nrl_launch.jobs import record
+
+    records, warnings = record.load_all(paths.state_dir(os.environ))
+    for warning in warnings:
+        output.warn(warning)
+    return records
+
+
+def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None:
+    """One row per job, as `status` and `list` with no job id print them."""
+    rows = [
+        [
+            r.job_id,
+            r.job_name,
+            str(r.nodes),
+            s.phase.value,
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.submitted_at)),
+            s.detail,
+        ]
+        for r, s in zip(records, found, strict=True)
+    ]
+    output.table(["JOBID", "NAME", "NODES", "STATE", "SUBMITTED", "DETAIL"], rows)
 
 
 def status_object(s: JobStatus) -> dict[str, Any]:
@@ -61,7 +125,7 @@ def _line(s: JobStatus) -> str:
 
 def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     """Print each job's phase as it changes until all have ended; the exit code is the first
-    job's: its driver's exit code, 0 when it completed, 1 when it was cancelled or timed out."""
+    job's (`query.exit_code_of`)."""
     from nrl_launch.jobs import query
 
     last: dict[str, tuple[str, str]] = {}
@@ -79,9 +143,4 @@ def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     waits = query.Backoff(first_s=1.0, most_s=5.0, step_s=1.0)
     found = query.StatusPoller(records).wait_until(print_changes, None, waits)
     assert found  # with no time limit, it returns once every job has ended
-    first = found[0]
-    if first.phase.value == "COMPLETED":
-        return 0
-    if first.phase.value == "FAILED" and first.exit_code:
-        return first.exit_code
-    return 1
+    return query.exit_code_of(found[0])

@@ -37,6 +37,14 @@ if TYPE_CHECKING:
     from nrl_launch.spec import LaunchSpec
 
 
+EXAMPLES = """\
+Examples:
+  nrl-launch submit -f examples/grpo-2node.yaml        # prints the job id
+  nrl-launch submit --backend local --wait --gpus-per-node 2 \\
+      -- python examples/cluster_check.py --nodes 1 --gpus-per-node 2
+"""
+
+
 def submit(
     quiet: Quiet = False,
     wait: Annotated[

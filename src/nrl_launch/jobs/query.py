@@ -23,7 +23,16 @@ from nrl_launch.jobs.status import (
     run_log_dirs,
 )
 
-__all__ = ["Backoff", "Poller", "StatusPoller", "head_node", "require_running", "statuses"]
+__all__ = [
+    "Backoff",
+    "Poller",
+    "StatusPoller",
+    "exit_code_of",
+    "head_node",
+    "overview",
+    "require_running",
+    "statuses",
+]
 
 
 def _driver_tail(log_dir: Path | None, lines: int, kind: str) -> list[str]:
@@ -36,36 +45,78 @@ def _driver_tail(log_dir: Path | None, lines: int, kind: str) -> list[str]:
     return text.splitlines()[-lines:]
 
 
-def statuses(records: Sequence[JobRecord], *, tail: int = 3) -> list[JobStatus]:
+def statuses(
+    records: Sequence[JobRecord], *, tail: int = 3, causes: bool = True
+) -> list[JobStatus]:
+    """Each job's status: one query per backend (one squeue for every Slurm job), joined with
+    its log dir; with `causes`, a failed job's logs are searched for a known cause. Raises
+    SchedulerError when a backend does not answer."""
     views: dict[str, SchedulerView] = {}
     for name, group in by_backend(records).items():
         views |= backends.get(name).describe(group)
-    result = []
-    for rec in records:
-        runs = run_log_dirs(Path(rec.log_dir))
-        logs = read_log_dir(runs[-1])
-        view = views.get(rec.job_id)
-        phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
-        # Only a failed job's logs are searched: a running job's may be large and growing.
-        found = diagnose(logs.log_dir, rec.batch_output) if phase is Phase.FAILED else None
-        if found and found.where:  # found in a log: ENDED's reason does not say it yet
-            detail = f"{detail}; likely cause: {found}"
-        result.append(
-            JobStatus(
-                job_id=rec.job_id,
-                phase=phase,
-                detail=detail,
-                exit_code=view.exit_code if view and phase.terminal else None,
-                slurm_state=view.state if view else None,
-                log_dir=str(logs.log_dir or rec.log_dir),
-                nodes_joined=logs.nodes,
-                nodes_expected=rec.nodes,
-                driver_tail=_driver_tail(logs.log_dir, tail, rec.kind),
-                log_dirs=[str(p) for p in runs if p.is_dir()],
-                cause=str(found) if found else None,
-            )
-        )
-    return result
+    return [_status(rec, views.get(rec.job_id), tail, causes) for rec in records]
+
+
+def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
+    """Every job's status for a listing (`status` or `list` with no job id), as `statuses`
+    without the logs' tails and causes. A backend that does not answer leaves its jobs
+    UNKNOWN, with one warning, instead of hiding the others' states."""
+    from nrl_launch import output
+
+    found: dict[str, JobStatus] = {}
+    for name, group in by_backend(records).items():
+        try:
+            views = backends.get(name).describe(group)
+        except SchedulerError as exc:
+            output.warn(f"{exc.message}; the state of its {len(group)} job(s) is unknown")
+            found |= {r.job_id: _unanswered(r, name) for r in group}
+            continue
+        found |= {r.job_id: _status(r, views.get(r.job_id), 0, False) for r in group}
+    return [found[rec.job_id] for rec in records]
+
+
+def _unanswered(rec: JobRecord, backend: str) -> JobStatus:
+    return JobStatus(
+        job_id=rec.job_id,
+        phase=Phase.UNKNOWN,
+        detail=f"{backend} did not answer",
+        log_dir=rec.log_dir,
+        nodes_expected=rec.nodes,
+    )
+
+
+def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool) -> JobStatus:
+    runs = run_log_dirs(Path(rec.log_dir))
+    logs = read_log_dir(runs[-1])
+    phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
+    # Only a failed job's logs are searched: a running job's may be large and growing.
+    found = diagnose(logs.log_dir, rec.batch_output) if causes and phase is Phase.FAILED else None
+    if found and found.where:  # found in a log: ENDED's reason does not say it yet
+        detail = f"{detail}; likely cause: {found}"
+    return JobStatus(
+        job_id=rec.job_id,
+        phase=phase,
+        detail=detail,
+        exit_code=view.exit_code if view and phase.terminal else None,
+        slurm_state=view.state if view else None,
+        log_dir=str(logs.log_dir or rec.log_dir),
+        nodes_joined=logs.nodes,
+        nodes_expected=rec.nodes,
+        driver_tail=_driver_tail(logs.log_dir, tail, rec.kind),
+        log_dirs=[str(p) for p in runs if p.is_dir()],
+        cause=str(found) if found else None,
+    )
+
+
+def exit_code_of(found: JobStatus) -> int:
+    """The exit code of a command that followed a job to its end (`submit --wait`, `status
+    --watch`, `logs -f`): the driver's when it failed, 0 when it completed, 1 when it was
+    cancelled, timed out or was forgotten by the scheduler."""
+    if found.phase is Phase.COMPLETED:
+        return 0
+    if found.phase is Phase.FAILED and found.exit_code:
+        return found.exit_code
+    return 1
 
 
 T = TypeVar("T")

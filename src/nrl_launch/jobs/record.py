@@ -139,18 +139,31 @@ def _unreadable(path: Path, reason: str) -> UnreadableRecordError:
     return UnreadableRecordError(f"job record {path} is unreadable: {reason}")
 
 
-def load(job_id: str, state: Path) -> JobRecord:
-    if not _JOB_ID.fullmatch(job_id):
+def load(job: str, state: Path) -> JobRecord:
+    """The record of the job `job` names: its id, else the name it was submitted under
+    (slurm.job_name). An id wins over a name; a name that several jobs share is refused, with
+    their ids (a --chain gives every job of the chain the same name)."""
+    path = _jobs_dir(state) / f"{job}.json"
+    if _JOB_ID.fullmatch(job) and path.is_file():
+        return _read(path)
+    named = [r for r in load_all(state)[0] if r.job_name == job]
+    if len(named) > 1:
+        ids = ", ".join(r.job_id for r in named)
         raise UsageError(
-            f"JOBID {job_id!r}: expected a Slurm job id (digits), local-<digits> "
-            "or a Lepton job id (a-z, 0-9 and '-')"
+            f"JOBID {job!r}: {len(named)} jobs are named {job!r} ({ids}, newest first): "
+            "give the job id"
         )
-    path = _jobs_dir(state) / f"{job_id}.json"
-    if not path.is_file():
-        raise JobNotFoundError(
-            f"no job {job_id!r} was submitted with nrl-launch here (records in {path.parent})"
+    if named:
+        return named[0]
+    if not _JOB_ID.fullmatch(job):
+        raise UsageError(
+            f"JOBID {job!r}: expected a Slurm job id (digits), local-<digits>, a Lepton job id "
+            "(a-z, 0-9 and '-') or the name of a job submitted here (none is named so)"
         )
-    return _read(path)
+    raise JobNotFoundError(
+        f"no job {job!r} was submitted with nrl-launch here, by that id or name "
+        f"(records in {path.parent})"
+    )
 
 
 def load_all(state: Path) -> tuple[list[JobRecord], list[str]]:
