@@ -15,6 +15,7 @@ The dynamic cases (a log dir deleted under a running `logs -f`) follow the table
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -294,7 +295,7 @@ CASES: list[Case] = [
         "flag-not-an-int",
         [*SUBMIT, "--nodes", "many", *CMD],
         BAD_INPUT,
-        ["Invalid value for '--nodes': Input should be a valid integer"],
+        ["Invalid value for '-N' / '--nodes': Input should be a valid integer"],
     ),
     Case(
         "nodes-zero",
@@ -654,6 +655,58 @@ CASES: list[Case] = [
         BAD_INPUT,
         ["ray.auth: input should be 'token' or 'off'"],
     ),
+    # ---- the driver without its `--`, an override without its `=` ----
+    Case(
+        "driver-without-dashes",
+        [*SUBMIT, "uv", "run", "examples/run_grpo.py", "--config", "{tmp}/c.yaml", "a.b=1"],
+        BAD_INPUT,
+        [
+            "'uv' is a program, not a RECIPE: put the driver command, with its own --config, "
+            "after the options and --: nrl-launch ... -- uv run examples/run_grpo.py --config "
+            "{tmp}/c.yaml a.b=1"
+        ],
+    ),
+    Case(
+        "driver-script-as-recipe",
+        [*SUBMIT, "--config", "{tmp}/c.yaml", "examples/run_grpo.py"],
+        BAD_INPUT,
+        ["'examples/run_grpo.py' is a program, not a RECIPE"],
+    ),
+    Case(
+        "override-without-equals",
+        [*SUBMIT, "--config", "{tmp}/c.yaml", "cluster.num_nodes", "2"],
+        BAD_INPUT,
+        ["override 'cluster.num_nodes': no value; write cluster.num_nodes=VALUE"],
+    ),
+    # ---- Slurm's own keys ----
+    Case(
+        "gpus-per-node-beyond-a-node",
+        [*SUBMIT, "--gpus-per-node", "99", *CMD],
+        BAD_INPUT,
+        [
+            "slurm.gpus_per_node: 99 GPUs per node is more than the Ray worker ports 2000-2999 "
+            "serve (62 at 16 ports each)"
+        ],
+    ),
+    Case(
+        "requeue-not-a-bool",
+        [*SUBMIT, "--set", "slurm.requeue=maybe", *CMD],
+        BAD_INPUT,
+        ["slurm.requeue: input should be a valid boolean"],
+    ),
+    Case(
+        "constraint-twice",
+        [*SUBMIT, "--set", "slurm.constraint=h100", "--set", "slurm.extra_args=[-C, a100]", *CMD],
+        BAD_INPUT,
+        ["slurm.extra_args: '-C a100' would replace slurm.constraint"],
+    ),
+    Case(
+        "constraint-two-lines",
+        [*SUBMIT, "-f", "{tmp}/job.yaml", *CMD],
+        BAD_INPUT,
+        ["slurm.constraint: must be a single line"],
+        files={"job.yaml": 'slurm:\n  constraint: "h100\\nib"\n'},
+    ),
 ]
 
 
@@ -699,7 +752,11 @@ def test_bad_input(case: Case, cli: Cli, tmp_path: Path, monkeypatch: pytest.Mon
     assert len(errors) == len(case.says), result.err
     for line, says in zip(errors, case.says, strict=True):
         assert says.replace("{tmp}", str(tmp_path)) in line, result.err
-    assert result.out == ""
+    if "--json" in case.args:  # the errors again, as a JSON object on stdout
+        said = [e.removeprefix("nrl-launch: error: ") for e in errors]
+        assert json.loads(result.out)["errors"] == said
+    else:
+        assert result.out == ""
     assert len(fake.calls("sbatch")) == (1 if case.sbatch_runs else 0)
     assert sorted((tmp_path / "state").rglob("*.json")) == records
     assert not list((tmp_path / "state").glob("scripts/*"))

@@ -3,6 +3,7 @@ nothing written."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ CASES: list[tuple[str, list[str], str]] = [
     (
         "nodes-not-int",
         ["--nodes", "many", *CMD],
-        "Invalid value for '--nodes': Input should be a valid integer",
+        "Invalid value for '-N' / '--nodes': Input should be a valid integer",
     ),
     ("gpus-negative", ["--gpus-per-node", "-1", *CMD], "slurm.gpus_per_node"),
     (
@@ -320,3 +321,24 @@ def test_help_and_version_exit_zero(cli: Cli) -> None:
     assert cli("--version").out == f"nrl-launch {__version__}\n"
     assert cli("render", "--help").code == 0
     assert "--gpus-per-node" in cli("render", "--help").out
+
+
+# A metavar names what to give, in capitals (N, FILE, KEY=VALUE, SRC:DST[:FLAGS]), or lists the
+# words accepted (slurm|local|lepton).
+_METAVAR = re.compile(
+    r"[A-Z][A-Z0-9_]*(?:[=:][A-Z][A-Z0-9_]*)*(?:\[:[A-Z]+\])?|[a-z-]+(?:\|[a-z-]+)+"
+)
+
+
+@pytest.mark.parametrize(
+    "command", ["render", "submit", "plan", "doctor", "run", "pull", "config show"]
+)
+def test_metavars_are_in_one_style(cli: Cli, command: str) -> None:
+    result = cli(*command.split(), "--help")
+    assert result.code == 0, result.err
+    options = [line.split("  ")[1] for line in result.out.splitlines() if line.startswith("  -")]
+    assert len(options) > 5
+    for option in options:
+        words = option.split(", ")[-1].split(" ")
+        if len(words) > 1:
+            assert _METAVAR.fullmatch(words[1]), option

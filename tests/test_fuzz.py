@@ -271,6 +271,10 @@ _MARGIN = st.one_of(st.none(), st.integers(1, 600))
 _WORKDIR = st.one_of(st.none(), text, path)
 
 
+# The slurm keys each written as one --KEY=VALUE flag.
+_SBATCH_KEYS = ("account", "partition", "qos", "reservation", "exclude", "constraint", "dependency")
+
+
 def _put(target: dict[str, Any], key: str, value: Any) -> None:
     """Set `key` unless `value` is None (a key left out takes its default)."""
     if value is not None:
@@ -292,12 +296,16 @@ def cases(draw: st.DrawFn) -> Case:
     _put(s, "job_name", draw(_JOB_NAME))
     s["nodes"] = 1 if local else draw(_NODES)
     s["time"] = draw(slurm_time())
-    for key in ("account", "partition", "qos", "reservation", "exclude", "dependency"):
+    for key in _SBATCH_KEYS:
         _put(s, key, draw(_MAYBE_SBATCH_VALUE))
     _put(s, "exclusive", draw(_MAYBE_BOOL))
+    _put(s, "requeue", draw(_MAYBE_BOOL))
     _put(s, "gpu_request", draw(_GPU_REQUEST))
     _put(s, "cpus_per_node", draw(_CPUS))
-    _put(s, "extra_args", draw(_EXTRA_ARGS))
+    extra = draw(_EXTRA_ARGS)
+    if extra is not None and "constraint" in s:  # sbatch would keep only the last one
+        extra = [arg for arg in extra if not arg.startswith("--constraint=")]
+    _put(s, "extra_args", extra)
     data["slurm"] = s
 
     mounts: list[str] = []
@@ -485,8 +493,9 @@ def _sbatch_argv(case: Case, spec: LaunchSpec) -> list[str]:
         "--export=ALL",
         f"--output={base}/slurm-%j.out",
     ]
-    optional = ("account", "partition", "qos", "reservation", "exclude", "dependency")
-    flags += [f"--{key}={s[key]}" for key in optional if key in s]
+    flags += [f"--{key}={s[key]}" for key in _SBATCH_KEYS if key in s]
+    if "requeue" in s:
+        flags.append("--requeue" if s["requeue"] else "--no-requeue")
     if "cpus_per_node" in s:
         flags.append(f"--cpus-per-task={s['cpus_per_node']}")
     if s.get("exclusive", True):

@@ -191,3 +191,101 @@ def test_a_profile_that_is_no_file_says_what_it_is(cli: Cli, tmp_path: Path) -> 
     result = cli("config", "show", "--interactive", "--profile", str(tmp_path))
     assert result.code == 2
     assert result.err == f"nrl-launch: error: profile {tmp_path}: is a directory, not a YAML file\n"
+
+
+def test_two_job_files_merge_in_order(cli: Cli, tmp_path: Path) -> None:
+    base = write(tmp_path / "base.yaml", "slurm: {nodes: 2, account: acct, time: '2:00:00'}\n")
+    big = write(tmp_path / "big.yaml", "slurm: {nodes: 8}\n")
+    shown = show(cli, "-f", str(base), "-f", str(big))
+    assert shown["spec"]["slurm"]["nodes"] == 8  # the later file wins
+    assert shown["spec"]["slurm"]["account"] == "acct"  # and the earlier one's rest stays
+    assert shown["sources"]["slurm.nodes"] == f"job file {big}"
+    assert shown["sources"]["slurm.account"] == f"job file {base}"
+    assert show(cli, "-f", str(big), "-f", str(base))["spec"]["slurm"]["nodes"] == 2
+
+
+# ---- warnings: what a valid spec would silently get wrong ----
+
+
+def warnings(cli: Cli, *args: str) -> list[str]:
+    result = cli("render", *args)
+    assert result.code == 0, result.err
+    prefix = "nrl-launch: warning: "
+    return [line.removeprefix(prefix) for line in result.err.splitlines() if prefix in line]
+
+
+DRIVER = ["--", "python", "train.py"]
+
+
+def test_ray_sub_variables_from_the_shell_are_named(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    monkeypatch.setenv("PORT", "6379")
+    monkeypatch.setenv("CONTAINER", "img")
+    # A flag overrides CONTAINER: only the two that are used are named.
+    assert warnings(cli, "--container", "other", *DRIVER) == [
+        "ray.sub variables set in your shell are used: GPUS_PER_NODE (slurm.gpus_per_node), "
+        "PORT (ray.ports.gcs); unset them if they are not meant for this job"
+    ]
+    overridden = ["--container", "other", "--gpus-per-node", "8", "--set", "ray.ports.gcs=1200"]
+    assert warnings(cli, *overridden, *DRIVER) == []
+
+
+def test_mounts_without_a_container(cli: Cli) -> None:
+    assert warnings(cli, "--mount", "/data:/data", *DRIVER) == [
+        "container.mounts (from --mount) are not used: the job runs without a container; "
+        "give --container IMAGE, or drop the mounts"
+    ]
+    assert warnings(cli, "--container", "img", "--mount", "/data:/data", *DRIVER) == []
+    # Asked for in so many words (or by pull, whatever the profile says): nothing to say.
+    no_container = ["--container-runtime", "none", "--mount", "/data:/data"]
+    assert warnings(cli, *no_container, *DRIVER) == []
+
+
+def test_a_node_local_log_dir_of_a_multi_node_job(cli: Cli) -> None:
+    assert warnings(cli, "-N", "2", "--log-dir", "/tmp/logs", *DRIVER) == [
+        "logs.base_dir /tmp/logs (from --log-dir) is local to each node (/tmp): each of the "
+        "job's 2 nodes would write its logs and state where neither the others nor status and "
+        "logs can read them; choose a directory every node shares"
+    ]
+    assert warnings(cli, "-N", "1", "--log-dir", "/tmp/logs", *DRIVER) == []
+    assert warnings(cli, "-N", "2", "--log-dir", "/lustre/logs", *DRIVER) == []
+
+
+@pytest.mark.parametrize(
+    ("time", "said"),
+    [
+        ("4:00", "slurm.time '4:00' (from --time) is 4 minutes to Slurm (MM:SS); for hours "
+         "write 4:00:00"),
+        ("12:30", "slurm.time '12:30' (from --time) is 12 minutes 30 seconds to Slurm (MM:SS); "
+         "for hours write 12:30:00"),
+        ("4:00:00", None),
+        ("240", None),
+        ("90:00", None),  # as likely 90 minutes as 90 hours
+    ],
+)  # fmt: skip
+def test_a_time_of_minutes_that_reads_like_hours(cli: Cli, time: str, said: str | None) -> None:
+    assert warnings(cli, "-t", time, *DRIVER) == ([said] if said else [])
+    # Only for a job that trains: an interactive cluster may well be meant for minutes.
+    assert warnings(cli, "-t", time, "--interactive") == []
+
+
+def test_job_flags_of_the_slurm_keys() -> None:
+    """Each of sbatch's flags sets its key, labelled with the flag (the commands name them in
+    their signatures: see cli/options.py)."""
+    from nrl_launch.cli.options import job_flags
+
+    flags = job_flags(qos="high", constraint="h100", reservation="r", exclude="node1")
+    assert flags.values == {
+        "slurm.qos": "high",
+        "slurm.constraint": "h100",
+        "slurm.reservation": "r",
+        "slurm.exclude": "node1",
+    }
+    assert flags.labels == {
+        "slurm.qos": "--qos",
+        "slurm.constraint": "--constraint",
+        "slurm.reservation": "--reservation",
+        "slurm.exclude": "--exclude",
+    }

@@ -172,3 +172,24 @@ def test_newlines_and_nul_are_refused(value: str) -> None:
 def test_every_owned_option_is_one_sbatch_knows() -> None:
     """A typo in OWNED would protect nothing: each name must be in sbatch's table."""
     assert set(sbatch_args.OWNED) <= set(sbatch_args._LONG)
+
+
+def test_requeue_in_extra_args_points_at_slurm_requeue() -> None:
+    for args in (["--requeue"], ["--no-requeue"]):
+        (problem,) = sbatch_args.problems(args, gres_owned=True)
+        assert "use slurm.requeue: true or false" in problem
+
+
+@pytest.mark.parametrize("args", [["--constraint=b"], ["-C", "b"], ["--cons", "b"]])
+def test_a_constraint_in_extra_args_conflicts_only_with_slurm_constraint(args: list[str]) -> None:
+    """sbatch keeps the last --constraint: with slurm.constraint set, one in extra_args would
+    silently replace it. Without it, the extra one is the job's only constraint."""
+    assert sbatch_args.problems(args, gres_owned=True) == []
+    (problem,) = sbatch_args.problems(args, gres_owned=True, constraint_set=True)
+    assert problem == (
+        f"{' '.join(args)!r} would replace slurm.constraint (sbatch keeps the last "
+        "--constraint): give the constraint once, in slurm.constraint"
+    )
+    assert SlurmSpec(extra_args=tuple(args)).extra_args
+    with pytest.raises(ValueError, match=r"would replace slurm\.constraint"):
+        SlurmSpec(constraint="a", extra_args=tuple(args))

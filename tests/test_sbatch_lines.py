@@ -9,6 +9,8 @@ against the real sbatch on the same hostile values.
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 
 from nrl_launch.backends import plain, slurm
 from nrl_launch.spec import LaunchSpec
+from tests.conftest import Cli
 from tests.test_quoting import HOSTILE, MISREAD
 
 # What C's isspace() takes for a blank (sbatch splits words at these).
@@ -232,6 +235,48 @@ def test_the_default_job_s_lines() -> None:
     ]
 
 
+def test_sbatch_s_short_forms_mean_what_they_mean_to_sbatch(cli: Cli) -> None:
+    result = cli(
+        "render", "-N", "2", "-t", "4:00:00", "-A", "acct", "-p", "batch", "-J", "grpo",
+        "--", "python", "x.py",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    lines = directives(result.out)
+    for line in ["--nodes=2", "--time=4:00:00", "--account=acct", "--partition=batch"]:
+        assert f"#SBATCH {line}" in lines
+    assert "#SBATCH --job-name=grpo" in lines
+
+
+def test_qos_constraint_reservation_exclude_and_requeue_are_sorted_lines(cli: Cli) -> None:
+    sets = {
+        "qos": "high",
+        "constraint": "h100&ib",
+        "reservation": "maint",
+        "exclude": "node[1-2]",
+        "requeue": "false",
+    }
+    args = [w for key, value in sets.items() for w in ("--set", f"slurm.{key}={value}")]
+    result = cli("render", *args, "--", "python", "x.py")
+    assert result.code == 0, result.err
+    lines = directives(result.out)
+    assert lines == sorted(lines)
+    for line in ['--constraint="h100&ib"', "--exclude=node[1-2]", "--no-requeue"]:
+        assert f"#SBATCH {line}" in lines
+    assert {"#SBATCH --qos=high", "#SBATCH --reservation=maint"} <= set(lines)
+    # The header's sbatch command carries them too.
+    submit = shlex.split(result.out.split("\n")[2].removeprefix("# Submit with: "))
+    assert {"--constraint=h100&ib", "--exclude=node[1-2]", "--no-requeue"} <= set(submit)
+
+
+@pytest.mark.parametrize(("requeue", "line"), [(True, "--requeue"), (False, "--no-requeue")])
+def test_requeue_is_said_only_when_set(requeue: bool, line: str) -> None:
+    assert f"#SBATCH {line}" in directives(slurm.plan(spec(requeue=requeue)).script)
+    assert line in slurm.sbatch_flags(spec(requeue=requeue))
+    unset = slurm.sbatch_flags(spec())
+    assert "--requeue" not in unset
+    assert "--no-requeue" not in unset
+
+
 _TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00\n\r"))
 _MAYBE = st.one_of(st.none(), _TEXT)
 _FREE_FLAGS = st.sampled_from(["--comment", "--constraint", "--mail-user", "--licenses", "-C"])
@@ -252,6 +297,7 @@ _FREE_FLAGS = st.sampled_from(["--comment", "--constraint", "--mail-user", "--li
             **dict.fromkeys(
                 ["account", "partition", "qos", "reservation", "exclude", "dependency"], _MAYBE
             ),
+            "requeue": st.sampled_from([None, True, False]),
             "time": st.sampled_from(["10", " 1:00:00", "2-00:00:00\t"]),
         },
     ),

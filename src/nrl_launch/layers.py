@@ -2,7 +2,7 @@
 
 Precedence, lowest first:
 
-    built-in defaults < profile < job file (-f) < ray.sub env vars < CLI flags < --set
+    built-in defaults < profile < job files (-f, in order) < ray.sub env vars < CLI flags < --set
 
 Each layer is a list of settings (dotted key, value, source label); later settings replace
 earlier ones at the same key. Every value keeps its source, so `config show --sources` and every
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from nrl_launch import paths
 from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
+from nrl_launch.storage import node_local_root
 
 __all__ = [
     "RAY_SUB_ENV",
@@ -34,6 +35,8 @@ __all__ = [
     "load",
     "parse_set",
     "resolve",
+    "training_warnings",
+    "warnings",
 ]
 
 DEFAULT = "default"
@@ -249,7 +252,7 @@ def resolve(layers: Sequence[Sequence[Setting]]) -> Resolved:
 def load(
     *,
     profile: Path | None,
-    job_file: Path | None,
+    job_files: Sequence[Path] = (),
     environ: Mapping[str, str],
     cwd: Path,
     flags: Sequence[Setting],
@@ -259,14 +262,15 @@ def load(
     """Read every layer and resolve the spec. The order of this list is the precedence.
 
     `base` sits just above the built-in defaults: a command's own defaults (doctor and plan
-    need no driver, so they default to an interactive job).
+    need no driver, so they default to an interactive job). Several job files are layered in
+    their order: a later one's values replace an earlier one's.
     """
     profile_path = find_profile(profile, environ, cwd)
     return resolve(
         [
             base,
             file_settings(profile_path, "profile") if profile_path else [],
-            file_settings(job_file, "job file") if job_file else [],
+            *(file_settings(job_file, "job file") for job_file in job_files),
             env_settings(environ),
             flags,
             parse_set(sets),
@@ -319,3 +323,63 @@ def _did_you_mean(loc: list[str]) -> str:
     close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"{hint} (accepted: {', '.join(names)})"
+
+
+# ---- Warnings: what a valid spec would silently get wrong ----
+
+
+def warnings(resolved: Resolved) -> list[str]:
+    """What the job would get wrong without a word from Slurm or the job: one line each."""
+    spec, sources = resolved.spec, resolved.sources
+    found = []
+    from_env = [name for name in RAY_SUB_ENV if f"env {name}" in sources.values()]
+    if from_env:
+        used = ", ".join(f"{name} ({RAY_SUB_ENV[name]})" for name in from_env)
+        found.append(
+            f"ray.sub variables set in your shell are used: {used}; unset them if they are "
+            "not meant for this job"
+        )
+    # Only where no one chose to run without a container (pull does, whatever the profile says).
+    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT
+    if spec.container.mounts and spec.container.runtime == "none" and not chosen:
+        found.append(
+            f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
+            "without a container; give --container IMAGE, or drop the mounts"
+        )
+    base, nodes = spec.logs.base_dir, spec.slurm.nodes
+    root = node_local_root(base) if base.startswith("/") else None
+    if nodes > 1 and root is not None:
+        found.append(
+            f"logs.base_dir {base}{_origin('logs.base_dir', sources)} is local to each node "
+            f"({root}): each of the job's {nodes} nodes would write its logs and state where "
+            "neither the others nor status and logs can read them; choose a directory every "
+            "node shares"
+        )
+    return found
+
+
+# Slurm reads `4:00` as MM:SS, 4 minutes. With fewer than 24 "minutes" it is more likely hours
+# that were meant (4:00:00); 90:00 is as likely 90 minutes.
+_MINUTES_SECONDS = re.compile(r"(\d+):(\d\d)")
+
+
+def training_warnings(resolved: Resolved) -> list[str]:
+    """What a job that runs a driver (a training run) would get wrong: a time limit of a few
+    minutes written as hours."""
+    spec = resolved.spec
+    if spec.interactive or (spec.driver.command is None and spec.nemo_rl.recipe is None):
+        return []
+    time = spec.slurm.time.strip()
+    match = _MINUTES_SECONDS.fullmatch(time)
+    if not match or int(match[1]) >= 24:
+        return []
+    seconds = f" {int(match[2])} seconds" if int(match[2]) else ""
+    return [
+        f"slurm.time {time!r}{_origin('slurm.time', resolved.sources)} is {int(match[1])} "
+        f"minutes{seconds} to Slurm (MM:SS); for hours write {time}:00"
+    ]
+
+
+def _origin(key: str, sources: Mapping[str, str]) -> str:
+    source = sources.get(key, DEFAULT)
+    return "" if source == DEFAULT else f" (from {source})"

@@ -13,6 +13,7 @@ word is the job script to sbatch: it would run instead of nrl-launch's). Pure: n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["OWNED", "problems"]
@@ -145,10 +146,7 @@ OWNED: dict[str, str] = {
         "the job script ends Ray cleanly on Slurm's SIGTERM; another signal would end it "
         "without recording why"
     ),
-    "requeue": (
-        "whether a job may be requeued is the cluster's JobRequeue setting, which the job "
-        "script handles (each run gets a log dir of its own)"
-    ),
+    "requeue": "use slurm.requeue: true or false (unset: the cluster's JobRequeue decides)",
     "parsable": "nrl-launch passes it itself, to read the job id",
     "wrap": "nrl-launch submits its own job script",
     "test-only": "nrl-launch doctor asks sbatch --test-only itself",
@@ -177,10 +175,12 @@ _SCRIPT = (
 )
 
 
-def problems(args: Sequence[str], *, gres_owned: bool) -> list[str]:
+def problems(args: Sequence[str], *, gres_owned: bool, constraint_set: bool = False) -> list[str]:
     """One line per argument of `args` that sets what nrl-launch owns or that sbatch would not
     read as an option. `gres_owned`: nrl-launch passes --gres itself (GPUs asked for as gres),
-    so any --gres here would replace it (sbatch keeps the last)."""
+    so any --gres here would replace it (sbatch keeps the last); `constraint_set`: so it does
+    --constraint (slurm.constraint)."""
+    owned = _Owned(gres_owned, constraint_set)
     found: list[str] = []
     i = 0
     while i < len(args):
@@ -210,11 +210,11 @@ def problems(args: Sequence[str], *, gres_owned: bool) -> list[str]:
             if pyxis:
                 found.append(f"{word!r} is a pyxis flag: {_PYXIS}")
             elif matches:
-                found += _owned(word, matches[0], value, gres_owned)
+                found += owned.problems(word, matches[0], value)
             i += 1
             continue
         if word.startswith("-") and word != "-":
-            i, more = _short(args, i, gres_owned)
+            i, more = _short(args, i, owned)
             found += more
             continue
         found.append(f"{word!r} is not an option: {_SCRIPT}")
@@ -233,7 +233,7 @@ def _is_pyxis(name: str) -> bool:
     return name.startswith(("container-", "no-container-")) and name != "container-id"
 
 
-def _short(args: Sequence[str], i: int, gres_owned: bool) -> tuple[int, list[str]]:
+def _short(args: Sequence[str], i: int, owned: _Owned) -> tuple[int, list[str]]:
     """Read the bundle of short options at args[i] (`-vN4`, `-N 4`); returns where the next
     argument starts and the problems found."""
     word = args[i]
@@ -244,7 +244,7 @@ def _short(args: Sequence[str], i: int, gres_owned: bool) -> tuple[int, list[str
             return i + 1, [f"'-{letter}'{where} is not an sbatch option"]
         takes = _LONG[option]
         if takes == "none":
-            problems_here = _owned(word, option, "", gres_owned)
+            problems_here = owned.problems(word, option, "")
             if problems_here:
                 return i + 1, problems_here
             continue
@@ -252,23 +252,36 @@ def _short(args: Sequence[str], i: int, gres_owned: bool) -> tuple[int, list[str
         if takes == "required" and not value and i + 1 < len(args):
             i += 1
             word, value = f"{word} {args[i]}", args[i]
-        return i + 1, _owned(word, option, value, gres_owned)
+        return i + 1, owned.problems(word, option, value)
     return i + 1, []
 
 
-def _owned(word: str, option: str, value: str, gres_owned: bool) -> list[str]:
-    hint = OWNED.get(option)
-    if hint is None:
-        return []
-    if option == "gres" and not _names_gpu(value):
-        if not gres_owned:
-            return []  # nrl-launch asks for GPUs with --gpus-per-node, or none: gres combine
-        return [
-            f"{word!r} would replace nrl-launch's --gres for the GPUs (sbatch keeps the last "
-            "--gres): set slurm.gpu_request: gpus-per-node to ask for the GPUs with "
-            "--gpus-per-node instead"
-        ]
-    return [f"{word!r} is sbatch's --{option}, which nrl-launch owns: {hint}"]
+@dataclass(frozen=True)
+class _Owned:
+    """What of sbatch's flags nrl-launch sets for this job beyond `OWNED`'s: --gres for the
+    GPUs, --constraint when slurm.constraint is set."""
+
+    gres: bool
+    constraint: bool
+
+    def problems(self, word: str, option: str, value: str) -> list[str]:
+        if option == "constraint" and self.constraint:
+            return [
+                f"{word!r} would replace slurm.constraint (sbatch keeps the last --constraint): "
+                "give the constraint once, in slurm.constraint"
+            ]
+        hint = OWNED.get(option)
+        if hint is None:
+            return []
+        if option == "gres" and not _names_gpu(value):
+            if not self.gres:
+                return []  # nrl-launch asks for GPUs with --gpus-per-node, or none: gres combine
+            return [
+                f"{word!r} would replace nrl-launch's --gres for the GPUs (sbatch keeps the last "
+                "--gres): set slurm.gpu_request: gpus-per-node to ask for the GPUs with "
+                "--gpus-per-node instead"
+            ]
+        return [f"{word!r} is sbatch's --{option}, which nrl-launch owns: {hint}"]
 
 
 def _names_gpu(gres: str) -> bool:

@@ -109,7 +109,9 @@ class SlurmSpec(_Spec):
     reservation: SbatchValue | None = None
     exclusive: bool = True
     exclude: SbatchValue | None = None
+    constraint: SbatchValue | None = None
     dependency: SbatchValue | None = None
+    requeue: bool | None = None  # unset: the cluster's JobRequeue decides
     gpus_per_node: int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
     cpus_per_node: int | None = Field(default=None, ge=1)
@@ -123,7 +125,8 @@ class SlurmSpec(_Spec):
         gres_owned = (
             info.data.get("gpu_request") == "gres" and info.data.get("gpus_per_node", 0) > 0
         )
-        problems = sbatch_args.problems(value, gres_owned=gres_owned)
+        constraint_set = info.data.get("constraint") is not None
+        problems = sbatch_args.problems(value, gres_owned=gres_owned, constraint_set=constraint_set)
         if "" in value:
             # sbatch drops an empty word of an #SBATCH line, and the rest of the line with it.
             problems.append(
@@ -467,14 +470,7 @@ class LaunchSpec(_Spec):
             )
         if self.backend == "lepton":
             _check_lepton(self)
-        ports = self.ray.ports
-        width = ports.worker_max - ports.worker_min + 1
-        need = max(64, 16 * self.slurm.gpus_per_node)
-        if width < need:
-            raise ValueError(
-                f"ray.ports.worker_min..worker_max: {ports.worker_min}-{ports.worker_max} holds "
-                f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
-            )
+        _check_worker_ports(self.ray.ports, self.slurm.gpus_per_node)
         if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
             raise ValueError(
                 f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
@@ -494,6 +490,24 @@ class LaunchSpec(_Spec):
                 "cache goes under caches (hf_home, uv, megatron, enroot) instead"
             )
         return self
+
+
+def _check_worker_ports(ports: RayPorts, gpus: int) -> None:
+    """Ray's worker ports: 16 per GPU, never fewer than 64."""
+    width = ports.worker_max - ports.worker_min + 1
+    need = max(64, 16 * gpus)
+    if width < need and ports.model_fields_set.isdisjoint({"worker_min", "worker_max"}):
+        # The range is the default one: the GPU count is what is off (--gpus-per-node 99).
+        raise ValueError(
+            f"slurm.gpus_per_node: {gpus} GPUs per node is more than the Ray worker ports "
+            f"{ports.worker_min}-{ports.worker_max} serve ({width // 16} at 16 ports each): "
+            "give the GPUs of one node, or widen ray.ports.worker_min..worker_max"
+        )
+    if width < need:
+        raise ValueError(
+            f"ray.ports.worker_min..worker_max: {ports.worker_min}-{ports.worker_max} holds "
+            f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
+        )
 
 
 # Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit

@@ -75,12 +75,15 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         "--qos": s.qos,
         "--reservation": s.reservation,
         "--exclude": s.exclude,
+        "--constraint": s.constraint,
         "--dependency": s.dependency,
         "--cpus-per-task": s.cpus_per_node,
     }
     flags += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
     if s.exclusive:
         flags.append("--exclusive")
+    if s.requeue is not None:
+        flags.append("--requeue" if s.requeue else "--no-requeue")
     gpus = gpu_flag(spec)
     if gpus:
         flags.append(gpus)

@@ -19,6 +19,7 @@ from nrl_launch.cli import (
     config,
     dashboard,
     doctor,
+    init,
     list_jobs,
     logs,
     plan,
@@ -69,6 +70,7 @@ app.command("list", epilog=_epilog(list_jobs.EXAMPLES))(list_jobs.list_jobs)
 app.command("render", epilog=_epilog(render.EXAMPLES))(render.render)
 app.command("plan", epilog=_epilog(_PLAN_EXAMPLES))(plan.plan)
 app.command("doctor", epilog=_epilog(doctor.EXAMPLES))(doctor.doctor)
+app.command("init", epilog=_epilog(init.EXAMPLES))(init.init)
 app.add_typer(config.app, name="config")
 
 

@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Account",
     "BackendName",
+    "Constraint",
     "Container",
     "ContainerRuntime",
     "DriverCommand",
     "DryRun",
     "Envs",
+    "Exclude",
     "GpusPerNode",
     "Interactive",
     "JobFile",
@@ -44,7 +46,9 @@ __all__ = [
     "Nodes",
     "Partition",
     "Profile",
+    "Qos",
     "Quiet",
+    "Reservation",
     "Secrets",
     "Sets",
     "Time",
@@ -75,7 +79,7 @@ class JobFlags:
     """What the shared options said: files to read, values to layer, the driver argv."""
 
     profile: Path | None
-    job: Path | None
+    job: tuple[Path, ...]  # -f, in the order given: a later file's values win
     values: dict[str, Any]  # spec key -> value, each labelled with its flag (see `labels`)
     labels: dict[str, str]
     sets: list[str]
@@ -86,10 +90,13 @@ class JobFlags:
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch import output
+        from nrl_launch import layers, output
         from nrl_launch.nemorl.job import prepare
 
-        prepared = prepare(self.resolve(need_driver=need_driver), check=check)
+        resolved = self.resolve(need_driver=need_driver)
+        prepared = prepare(resolved, check=check)
+        for warning in layers.training_warnings(resolved):
+            output.warn(warning)
         for note in prepared.notes if notes else ():
             output.note(note)
         for warning in prepared.warnings:
@@ -103,14 +110,14 @@ class JobFlags:
         """The validated spec these flags describe, layered over the files and environment
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none)."""
-        from nrl_launch import layers  # pydantic and yaml load here, not for --help
+        from nrl_launch import layers, output  # pydantic and yaml load here, not for --help
         from nrl_launch.errors import ConfigError
 
         def load(base: Sequence[Setting]) -> Resolved:
             return layers.load(
                 base=base,
                 profile=self.profile,
-                job_file=self.job,
+                job_files=self.job,
                 environ=os.environ,
                 cwd=Path.cwd(),
                 flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
@@ -118,13 +125,16 @@ class JobFlags:
             )
 
         try:
-            return load(base)
+            resolved = load(base)
         except ConfigError as exc:
             if need_driver or not any(
                 p.startswith("driver.command is not set") for p in exc.problems
             ):
                 raise
-        return load([*base, layers.Setting("interactive", True, "no driver needed")])
+            resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
+        for warning in layers.warnings(resolved):
+            output.warn(warning)
+        return resolved
 
 
 def _option(*names: str, help: str, panel: str, metavar: str | None = None) -> Any:
@@ -146,9 +156,13 @@ Profile = Annotated[
     ),
 ]
 JobFile = Annotated[
-    Path | None,
+    list[Path] | None,
     _option(
-        "-f", "--job", help="Job spec YAML, layered over the profile.", panel=_JOB, metavar="FILE"
+        "-f",
+        "--job",
+        help="Job spec YAML, layered over the profile; given again, the later file's values win.",
+        panel=_JOB,
+        metavar="FILE",
     ),
 ]
 SET_HELP = "Set any spec key, last and highest: --set slurm.nodes=4 (repeatable)."
@@ -160,11 +174,11 @@ BackendName = Annotated[
         help="slurm (default); local: the same job on this machine, one node; lepton: DGX "
         "Cloud Lepton (a lepton: section in the job spec).",
         panel=_JOB,
-        metavar="NAME",
+        metavar="slurm|local|lepton",
     ),
 ]
 Nodes = Annotated[
-    int | None, _option("--nodes", help="Nodes to allocate.", panel=_SLURM, metavar="N")
+    int | None, _option("-N", "--nodes", help="Nodes to allocate.", panel=_SLURM, metavar="N")
 ]
 GpusPerNode = Annotated[
     int | None, _option("--gpus-per-node", help="GPUs per node.", panel=_SLURM, metavar="N")
@@ -172,20 +186,48 @@ GpusPerNode = Annotated[
 Time = Annotated[
     str | None,
     _option(
+        "-t",
         "--time",
-        help="Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.",
+        help="Time limit, as sbatch reads it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+        "(4:00 is 4 minutes).",
         panel=_SLURM,
         metavar="TIME",
     ),
 ]
 Account = Annotated[
-    str | None, _option("--account", help="Slurm account.", panel=_SLURM, metavar="NAME")
+    str | None, _option("-A", "--account", help="Slurm account.", panel=_SLURM, metavar="NAME")
 ]
 Partition = Annotated[
-    str | None, _option("--partition", help="Slurm partition.", panel=_SLURM, metavar="NAME")
+    str | None,
+    _option("-p", "--partition", help="Slurm partition.", panel=_SLURM, metavar="NAME"),
 ]
 JobName = Annotated[
-    str | None, _option("--job-name", help="Slurm job name.", panel=_SLURM, metavar="NAME")
+    str | None, _option("-J", "--job-name", help="Slurm job name.", panel=_SLURM, metavar="NAME")
+]
+Qos = Annotated[
+    str | None, _option("--qos", help="Slurm quality of service.", panel=_SLURM, metavar="NAME")
+]
+Constraint = Annotated[
+    str | None,
+    _option(
+        "--constraint",
+        help="Node features the nodes must have, as sbatch reads them (h100&ib).",
+        panel=_SLURM,
+        metavar="FEATURES",
+    ),
+]
+Reservation = Annotated[
+    str | None,
+    _option("--reservation", help="Slurm reservation.", panel=_SLURM, metavar="NAME"),
+]
+Exclude = Annotated[
+    str | None,
+    _option(
+        "--exclude",
+        help="Nodes not to run on (a Slurm hostlist: node[1-3]).",
+        panel=_SLURM,
+        metavar="NODES",
+    ),
 ]
 Container = Annotated[
     str | None,
@@ -198,15 +240,20 @@ Container = Annotated[
 ]
 ContainerRuntime = Annotated[
     str | None,
-    _option("--container-runtime", help="pyxis or none.", panel=_RUN, metavar="RUNTIME"),
+    _option(
+        "--container-runtime",
+        help="pyxis (the default with --container) or none.",
+        panel=_RUN,
+        metavar="pyxis|none",
+    ),
 ]
 Mounts = Annotated[
     list[str] | None,
     _option(
         "--mount",
-        help="Bind mount SRC:DST[:FLAGS] (repeatable; replaces container.mounts).",
+        help="Bind mount into the container (repeatable; replaces container.mounts).",
         panel=_RUN,
-        metavar="SRC:DST",
+        metavar="SRC:DST[:FLAGS]",
     ),
 ]
 Envs = Annotated[
@@ -280,6 +327,10 @@ _KEYED = {
     "account": ("slurm.account", "--account"),
     "partition": ("slurm.partition", "--partition"),
     "job_name": ("slurm.job_name", "--job-name"),
+    "qos": ("slurm.qos", "--qos"),
+    "constraint": ("slurm.constraint", "--constraint"),
+    "reservation": ("slurm.reservation", "--reservation"),
+    "exclude": ("slurm.exclude", "--exclude"),
     "container": ("container.image", "--container"),
     "container_runtime": ("container.runtime", "--container-runtime"),
     "mount": ("container.mounts", "--mount"),
@@ -291,7 +342,7 @@ _KEYED = {
 def job_flags(
     *,
     profile: Path | None = None,
-    job: Path | None = None,
+    job: list[Path] | None = None,
     set_: list[str] | None = None,
     backend: str | None = None,
     nodes: int | None = None,
@@ -300,6 +351,10 @@ def job_flags(
     account: str | None = None,
     partition: str | None = None,
     job_name: str | None = None,
+    qos: str | None = None,
+    constraint: str | None = None,
+    reservation: str | None = None,
+    exclude: str | None = None,
     container: str | None = None,
     container_runtime: str | None = None,
     mount: list[str] | None = None,
@@ -322,6 +377,10 @@ def job_flags(
         "account": account,
         "partition": partition,
         "job_name": job_name,
+        "qos": qos,
+        "constraint": constraint,
+        "reservation": reservation,
+        "exclude": exclude,
         "container": container,
         "container_runtime": container_runtime,
         "mount": mount,
@@ -347,7 +406,7 @@ def job_flags(
     if no_check:
         put("nemo_rl.check", False, "--no-check")
     if config is not None:
-        for key, (value, label) in _recipe_words(words).items():
+        for key, (value, label) in _recipe_words(words, config).items():
             put(key, value, label)
         words = []
     if interactive:
@@ -359,7 +418,12 @@ def job_flags(
         put("driver.command", list(words), "-- CMD")
         put("interactive", False, "-- CMD")
     return JobFlags(
-        profile=profile, job=job, values=values, labels=labels, sets=set_ or [], json=json
+        profile=profile,
+        job=tuple(job or ()),
+        values=values,
+        labels=labels,
+        sets=set_ or [],
+        json=json,
     )
 
 
@@ -393,13 +457,41 @@ def _no_bare_recipe(command: list[str], config: str | None) -> None:
         raise UsageError(f"RECIPE {command[0]}: give the NeMo RL config with --config FILE")
 
 
-def _recipe_words(words: list[str]) -> dict[str, tuple[Any, str]]:
+def _recipe_words(words: list[str], config: str) -> dict[str, tuple[Any, str]]:
     """With --config, the words are [RECIPE] OVERRIDES...: an override holds = or starts ~."""
     found: dict[str, tuple[Any, str]] = {}
     if words and "=" not in words[0] and not words[0].startswith(("~", "+")):
+        _no_misplaced_driver(words, config)
         found["nemo_rl.recipe"] = (words[0], "RECIPE")
         found["interactive"] = (False, "RECIPE")
         words = words[1:]
     if words:
         found["nemo_rl.overrides"] = (list(words), "OVERRIDES")
     return found
+
+
+# Words that start a driver command, never a recipe: `render uv run ...` without the `--`.
+_PROGRAMS = frozenset(["uv", "uvx", "python", "python3", "bash", "sh", "torchrun", "ray", "srun"])
+
+
+def _no_misplaced_driver(words: list[str], config: str) -> None:
+    """The first word after --config is read as the RECIPE: say what to do when it is the start
+    of a driver command (the `--` forgotten, so --config was taken as nrl-launch's) or an
+    override without its `=`."""
+    from nrl_launch.shell import join
+    from nrl_launch.spec import DEFAULT_DRIVERS
+
+    first = words[0]
+    if first in DEFAULT_DRIVERS:
+        return
+    if first in _PROGRAMS or "/" in first or first.endswith((".py", ".sh")):
+        end = next((i for i, word in enumerate(words) if "=" in word), len(words))
+        driver = join([*words[:end], "--config", config, *words[end:]])
+        raise UsageError(
+            f"{first!r} is a program, not a RECIPE: put the driver command, with its own "
+            f"--config, after the options and --: nrl-launch ... -- {driver}"
+        )
+    if "." in first:  # a dotted key: recipes have no dots
+        raise UsageError(
+            f"override {first!r}: no value; write {first}=VALUE (or ~{first}), after the RECIPE"
+        )

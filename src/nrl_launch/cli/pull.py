@@ -13,7 +13,9 @@ import typer
 
 from nrl_launch.cli.options import (
     Account,
+    Constraint,
     DryRun,
+    Exclude,
     JobFile,
     JobFlags,
     JobName,
@@ -21,7 +23,9 @@ from nrl_launch.cli.options import (
     LogDir,
     Partition,
     Profile,
+    Qos,
     Quiet,
+    Reservation,
     Time,
     job_flags_of,
 )
@@ -101,6 +105,10 @@ def pull(
     account: Account = None,
     partition: Partition = None,
     job_name: JobName = None,
+    qos: Qos = None,
+    constraint: Constraint = None,
+    reservation: Reservation = None,
+    exclude: Exclude = None,
     log_dir: LogDir = None,
     json: Json = False,
 ) -> int:

@@ -1,0 +1,291 @@
+"""`nrl-launch init`: write a profile of this cluster's settings, which later commands read.
+
+What Slurm can say (its default partition, the GPUs of that partition's nodes and so how to ask
+for them, your default account) is asked of it through the runner; what it cannot (the
+container, its mounts, the log dir) comes from flags or, on a terminal, from one question each.
+Nothing is asked when stdin is not a terminal. The profile goes where later commands look for
+one (--profile, else $NRL_LAUNCH_PROFILE, else the user's config dir) and is checked as the
+job spec is before anything is written; an existing one is replaced only with --force.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from nrl_launch import output
+from nrl_launch.cli.options import Account, Container, GpusPerNode, LogDir, Mounts, Partition
+from nrl_launch.errors import UsageError
+
+if TYPE_CHECKING:
+    from nrl_launch.doctor.verdicts import NodeGroup
+    from nrl_launch.layers import Resolved
+    from nrl_launch.spec import LaunchSpec
+
+__all__ = ["EXAMPLES", "ClusterFacts", "Query", "init", "read_cluster"]
+
+EXAMPLES = """\
+Examples:
+  nrl-launch init
+  nrl-launch init --container nvcr.io/nvidia/nemo-rl:v0.4.0 --mount /lustre:/lustre \\
+    --log-dir /lustre/fs1/users/alice/logs
+"""
+
+# A Slurm query that takes longer has a slurmctld in trouble: init goes on without its answer.
+_QUICK_S = 30.0
+_ACCOUNTING_OFF = ("", "accounting_storage/none")
+
+Query = Callable[[list[str]], str | None]
+
+
+@dataclass
+class ClusterFacts:
+    """What Slurm said: spec key -> value, and one line on each value (or on what is missing)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_cluster(query: Query, *, partition: str | None, user: str) -> ClusterFacts:
+    """Ask Slurm for the partition (the default one unless `partition` is given), the GPUs of
+    its nodes and how to ask for them, and `user`'s default account. `query(argv)` returns a
+    command's stdout, or None when it failed or is not installed.
+
+    Raises:
+        UsageError: `partition` is not one of the cluster's.
+    """
+    from nrl_launch.doctor.verdicts import parse_config, parse_node_groups, parse_partitions
+
+    facts = ClusterFacts()
+    partitions_text = query(["scontrol", "show", "partition", "-o"])
+    if partitions_text is None:
+        facts.warnings.append(
+            "Slurm did not answer (scontrol show partition): the profile holds only what was "
+            "given; run init on a Slurm login node to read the partition and GPUs"
+        )
+        return facts
+    partitions = parse_partitions(partitions_text)
+    names = ", ".join(p.name for p in partitions) or "none"
+    if partition is not None and partition not in [p.name for p in partitions]:
+        raise UsageError(f"--partition {partition!r}: not a partition of this cluster ({names})")
+    if partition is None:
+        default = next((p.name for p in partitions if p.default), None)
+        if default is None:
+            facts.warnings.append(
+                f"the cluster has no default partition: give --partition ({names})"
+            )
+            return facts
+        partition = default
+        facts.values["slurm.partition"] = default
+        facts.notes.append(f"slurm.partition: {default}, the cluster's default ({names})")
+    nodes = query(["sinfo", "-h", "-p", partition, "-o", "%D|%G|%t"])
+    _gpus(facts, partition, parse_node_groups(nodes or ""))
+    config = parse_config(query(["scontrol", "show", "config"]) or "")
+    if config.get("AccountingStorageType", "") not in _ACCOUNTING_OFF:
+        argv = ["sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"]
+        account = next(iter((query(argv) or "").split()), None)
+        if account:
+            facts.values["slurm.account"] = account
+            facts.notes.append(f"slurm.account: {account}, {user}'s default account")
+    return facts
+
+
+def _gpus(facts: ClusterFacts, partition: str, groups: list[NodeGroup]) -> None:
+    counts = sorted({g.gpus for g in groups})
+    if not counts:
+        facts.warnings.append(f"sinfo gave no nodes of partition {partition}: GPUs not read")
+        return
+    if counts[-1] == 0:
+        facts.values["slurm.gpu_request"] = "none"
+        facts.warnings.append(
+            f"partition {partition}'s nodes have no GPUs in Slurm's gres: slurm.gpu_request none "
+            "(GPUs are not asked of Slurm); give --gpus-per-node with the GPUs each node has"
+        )
+        return
+    facts.values["slurm.gpus_per_node"] = counts[-1]
+    facts.values["slurm.gpu_request"] = "gres"
+    kinds = ", ".join(sorted({g.gres for g in groups}))
+    facts.notes.append(
+        f"slurm.gpus_per_node: {counts[-1]}, asked for as --gres=gpu:N (partition {partition}'s "
+        f"nodes: {kinds})"
+    )
+
+
+def init(
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="Where to write it (default: $NRL_LAUNCH_PROFILE, else "
+            "~/.config/nrl-launch/profile.yaml).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the profile if it exists.")
+    ] = False,
+    account: Account = None,
+    partition: Partition = None,
+    gpus_per_node: GpusPerNode = None,
+    gpu_request: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-request",
+            help="How the job asks Slurm for GPUs (default: gres where the nodes have GPUs in "
+            "Slurm's gres, else none).",
+            metavar="gres|gpus-per-node|none",
+            show_default=False,
+        ),
+    ] = None,
+    container: Container = None,
+    mount: Mounts = None,
+    log_dir: LogDir = None,
+) -> None:
+    """Write a profile (account, partition, GPUs per node and how to ask for them, read from
+    the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
+    for what was not given; elsewhere it asks nothing."""
+    from nrl_launch import layers, paths
+
+    target = _target(profile)
+    if target.exists() and not force:
+        raise UsageError(f"profile {target} already exists; pass --force to replace it")
+    given = {
+        "slurm.account": account,
+        "slurm.partition": partition,
+        "slurm.gpus_per_node": gpus_per_node,
+        "slurm.gpu_request": gpu_request,
+        "container.image": container,
+        "container.mounts": mount or None,
+        "logs.base_dir": log_dir,
+    }
+    values = {key: value for key, value in given.items() if value is not None}
+    sources = {key: _FLAGS[key] for key in values}
+    _checked(values, sources)  # a bad flag is refused before Slurm is asked anything
+    facts = read_cluster(_query, partition=partition, user=_user())
+    for line in facts.notes:
+        output.note(line)
+    for line in facts.warnings:
+        output.warn(line)
+    values = {**facts.values, **values}
+    sources = {**dict.fromkeys(facts.values, "the cluster"), **sources}
+    if sys.stdin.isatty():
+        _ask(values, sources)
+    checked = _checked(values, sources)
+    for line in layers.warnings(checked):
+        output.warn(line)
+    text = _profile_text({key: _value(checked.spec, key) for key in values})
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomically(target, text)
+    except OSError as exc:
+        raise UsageError(f"profile {target}: cannot write it ({exc.strerror or exc})") from None
+    output.emit_text(f"Wrote profile {target}:\n{text}")
+    read = layers.find_profile(None, os.environ, Path.cwd())
+    if read is None or read.resolve() != target.resolve():
+        instead = f"they read {read} instead" if read else "they do not find it"
+        output.warn(
+            f"commands run here do not read {target} by themselves ({instead}): pass "
+            f"--profile {target}, or set {paths.PROFILE_ENV}={target}"
+        )
+
+
+def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:
+    """`values` validated as the job spec validates them, or ConfigError naming each key."""
+    from nrl_launch import layers
+
+    settings = [layers.Setting(key, value, sources[key]) for key, value in values.items()]
+    return layers.resolve([settings, [layers.Setting("interactive", True, "init")]])
+
+
+def _target(flag: Path | None) -> Path:
+    """The profile file to write: the one later commands look for first, --profile aside."""
+    from nrl_launch import paths
+
+    if flag is not None:
+        return flag
+    named = os.environ.get(paths.PROFILE_ENV)
+    return Path(named) if named else paths.user_profile(os.environ)
+
+
+# The profile's keys, in the order it lists them, each with the flag that gives it.
+_FLAGS = {
+    "slurm.account": "--account",
+    "slurm.partition": "--partition",
+    "slurm.gpus_per_node": "--gpus-per-node",
+    "slurm.gpu_request": "--gpu-request",
+    "container.image": "--container",
+    "container.mounts": "--mount",
+    "logs.base_dir": "--log-dir",
+}
+
+# What init asks on a terminal about each value no flag gave, in this order.
+_QUESTIONS = {
+    "slurm.account": "Slurm account (empty: your default)",
+    "slurm.partition": "Partition (empty: the cluster's default)",
+    "slurm.gpus_per_node": "GPUs per node",
+    "container.image": "Container image, a registry reference or a .sqsh path (empty: none)",
+    "container.mounts": "Mounts, SRC:DST[:FLAGS] separated by spaces (empty: none)",
+    "logs.base_dir": "Log dir, on storage every node shares (empty: the submit dir)",
+}
+
+
+def _ask(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Ask for each value no flag gave; what the cluster said is the default (Enter keeps it)."""
+    for key, question in _QUESTIONS.items():
+        if sources.get(key, "the cluster") != "the cluster":
+            continue
+        shown = values.get(key, "")
+        shown = " ".join(shown) if isinstance(shown, list) else str(shown)
+        answer = str(typer.prompt(question, default=shown, show_default=bool(shown))).strip()
+        if answer == shown:
+            continue
+        values.pop(key, None)
+        if answer:
+            values[key] = answer.split() if key == "container.mounts" else answer
+            sources[key] = "your answer"
+
+
+def _value(spec: LaunchSpec, key: str) -> Any:
+    """The validated value of `key` as YAML writes it (an answer "4" is the number 4)."""
+    section, name = key.split(".")
+    value = getattr(getattr(spec, section), name)
+    return [str(mount) for mount in value] if key == "container.mounts" else value
+
+
+def _profile_text(values: dict[str, Any]) -> str:
+    import yaml
+
+    nested: dict[str, Any] = {}
+    for key in sorted(values, key=list(_FLAGS).index):
+        section, name = key.split(".")
+        nested.setdefault(section, {})[name] = values[key]
+    header = "# Written by nrl-launch init: the site settings every command reads first.\n"
+    return header + yaml.safe_dump(nested, sort_keys=False, allow_unicode=True)
+
+
+def _query(argv: list[str]) -> str | None:
+    from nrl_launch import runner
+    from nrl_launch.errors import SchedulerError
+
+    try:
+        done = runner.run(argv, check=False, timeout=_QUICK_S)
+    except SchedulerError:
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # a uid with no name (some containers)
+        return str(os.getuid())
