@@ -104,10 +104,26 @@ def shellcheck(script: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def ray_processes() -> list[str]:
-    """Ray's daemons alive on this machine (which sees every dev-cluster node's processes)."""
-    ps = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
-    return [name for name in ps.split() if name in ("raylet", "gcs_server")]
+def ray_processes(log_dir: Path | str) -> list[str]:
+    """The Ray daemons of the job whose log dir is `log_dir` alive on this machine (which sees
+    every dev-cluster node's processes): those that inherited its NRL_LOG_DIR. Other work on
+    this machine may run Ray beside the test's job; its daemons are not the job's."""
+    wanted = os.path.normpath(log_dir)  # the job writes it as $PWD/./<id>-logs, say
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            comm = (proc / "comm").read_text().strip()
+            if comm not in ("raylet", "gcs_server"):
+                continue
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        dirs = [e[len(b"NRL_LOG_DIR=") :].decode() for e in env if e.startswith(b"NRL_LOG_DIR=")]
+        if any(os.path.normpath(d) == wanted for d in dirs):
+            found.append(comm)
+    return found
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 120.0) -> None:

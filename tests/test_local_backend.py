@@ -46,7 +46,7 @@ def test_readme_cluster_check_runs_here(cli: Cli, here: Path) -> None:
     assert cli("logs", job_id, "--tail", "1").out.startswith("placed 2 actors")
     listed = json.loads(cli("list", "--json").out)["jobs"]
     assert [j["job_id"] for j in listed] == [job_id] and listed[0]["backend"] == "local"
-    assert not ray_processes()
+    assert not ray_processes(log_dir)
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     ]
     assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.15, rewards
     assert (fresh_tiny_rl / "results" / "grpo" / "step_20" / "policy" / "weights.pt").is_file()
-    assert not ray_processes()
+    assert not ray_processes(log_dir)
 
 
 @pytest.mark.usefixtures("here")
@@ -109,9 +109,11 @@ def test_local_driver_exit_code_and_cancel(cli: Cli) -> None:
         "submit", "--backend", "local", "-q", "--gpus-per-node", "1", "--", "python", "-c", sleeper
     ).out.strip()
     wait_until(lambda: "driver running" in cli("status", job_id).out)
+    log_dir = json.loads(cli("status", job_id, "--json").out)["jobs"][0]["log_dir"]
+    assert ray_processes(log_dir)  # the job's own Ray, found by its log dir
     assert cli("cancel", job_id).code == 0
     wait_until(lambda: "CANCELLED" in cli("status", job_id).out)
-    wait_until(lambda: not ray_processes())
+    wait_until(lambda: not ray_processes(log_dir))
 
 
 def test_cancel_never_signals_a_process_that_is_not_the_job(
@@ -175,6 +177,7 @@ def test_local_interactive_attach_dashboard_and_stop(cli: Cli) -> None:
         assert dashboard["ssh"].startswith("ssh -N -L 8265:localhost:8265 ")
         assert cli("stop", job_id, "--wait").code == 0
         assert "COMPLETED  stop requested by" in cli("status", job_id).out
-        wait_until(lambda: not ray_processes())
+        log_dir = json.loads(cli("status", job_id, "--json").out)["jobs"][0]["log_dir"]
+        wait_until(lambda: not ray_processes(log_dir))
     finally:
         cli("cancel", job_id)

@@ -95,7 +95,7 @@ def test_attach_to_a_batch_job_then_cancel_stops_ray_on_every_node(
             and "driver running" in job_status(cli, job_id)["detail"]
         )
     )
-    assert ray_processes()
+    assert ray_processes(job_status(cli, job_id)["log_dir"])  # the job's own, on its nodes
     # Live debugging of a batch job: a command on worker 1, in the job's Ray cluster.
     count = "import ray, socket; ray.init(); print(socket.gethostname(), len(ray.nodes()))"
     attached = subprocess.run(
