@@ -3,6 +3,7 @@ which of a node's enroot containers a pyxis job removes when it ends."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -101,3 +102,85 @@ def test_without_squeue_only_this_job_s_containers_go(tmp_path: Path) -> None:
 
 def test_a_node_with_no_container_of_the_job_removes_nothing(tmp_path: Path) -> None:
     assert _removed_on_a_node(tmp_path, ["pyxis_mine"], running="42") == []
+
+
+# ---- Bring-up: each node marks its join; the head counts the marks ----
+
+
+def _node_functions(probe: str, log_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`probe` in a real bash after every definition of a rendered 2-node script (all but its
+    final dispatch), with the job's log dir at `log_dir`."""
+    return subprocess.run(
+        ["bash", "-c", _node_functions_text() + "\n" + probe],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(log_dir), **env},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_head_counts_the_nodes_whose_join_is_marked(tmp_path: Path) -> None:
+    (tmp_path / "joined").mkdir()
+    (tmp_path / "joined" / "0").write_text("node0.cluster 8 100.25\n")
+    (tmp_path / "joined" / "1").write_text("node1.cluster 8 101.5\n")
+    (tmp_path / "joined" / ".1").write_text("half-written\n")  # a mark being written
+    done = _node_functions("wait_for_nodes", tmp_path, NRL_NODE_LIST="node0.cluster node1.cluster")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Number of actors online: 16/16\n"
+    readiness = json.loads((tmp_path / "readiness.json").read_text())
+    assert readiness == {"nodes": 2, "nodes_expected": 2, "gpus": 16, "gpus_expected": 16}
+    timeline = sorted((tmp_path / "timeline").read_text().splitlines())
+    assert timeline == ["joined:node0 100.25", "joined:node1 101.5"]
+
+
+def test_a_node_that_never_marks_its_join_fails_the_job_at_the_join_timeout(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "joined").mkdir()
+    (tmp_path / "joined" / "0").write_text("node0 8 100.25\n")
+    (tmp_path / "timeline").write_text("submitted 1.0\n")
+    done = _node_functions(
+        "NRL_JOIN_TIMEOUT=1; wait_for_nodes", tmp_path, NRL_NODE_LIST="node0 node1"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Number of actors online: 8/16\n" in done.stdout
+    assert (tmp_path / "ENDED").read_text() == (
+        "not every node joined within 1s: node1 (node 1) missing; see ray-worker-1.log\n"
+    )
+    assert json.loads((tmp_path / "readiness.json").read_text())["nodes"] == 1
+
+
+def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path) -> None:
+    """Only a "Ray runtime started." written after this `ray start` began counts (an earlier
+    attempt's does not); a `ray start` that exits without it leaves no mark."""
+    log = tmp_path / "ray-worker-1.log"
+    log.write_text("Ray runtime started.\n(an earlier attempt)\n")
+    probe = (
+        "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
+        'from=$(stat -c %s -- "$NRL_NODE_LOG")\n'
+        "sleep 0.5 & quiet=$!\n"
+        'note_joined "$from" "$quiet"\n'
+        "[[ ! -e $NRL_LOG_DIR/joined/1 ]] || exit 3\n"
+        "sleep 10 & ray=$!\n"
+        '(sleep 0.3; echo "Ray runtime started." >>"$NRL_NODE_LOG") &\n'
+        'note_joined "$from" "$ray"\n'
+        'kill "$ray"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", _node_functions_text() + "\n" + probe, "bash", str(log)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(tmp_path)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    name, gpus, at = (tmp_path / "joined" / "1").read_text().split()
+    assert (name, gpus) == ("node1", "8") and float(at) > 0
+    assert not (tmp_path / "joined" / ".1").exists()
+
+
+def _node_functions_text() -> str:
+    script = slurm.plan(spec(slurm={"nodes": 2, "gpus_per_node": 8})).script
+    return script[: script.rindex("\ncase ${1:-} in")]

@@ -32,7 +32,8 @@ def definitions(text: str) -> str:
 def run_bash(text: str, probe: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The script's values and helpers, then `probe`, in a real bash with only `env`."""
     helpers = "\n".join(
-        _function(text, name) for name in ("log", "end_job", "make_ray_token", "has_ray_auth")
+        _function(text, name)
+        for name in ("log", "end_job", "make_ray_token", "has_ray_auth", "ray_python")
     )
     return subprocess.run(
         ["bash", "-c", definitions(text) + "\n" + helpers + "\n" + probe],
@@ -89,8 +90,12 @@ def test_each_job_makes_its_own_token_readable_by_its_owner_only(tmp_path: Path)
 def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str, ok: bool) -> None:
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "ray").write_text(f"#!/bin/sh\necho 'ray, version {version}'\n")
-    (fake / "ray").chmod(0o755)
+    # `ray` as pip writes it: its first line names the Python whose package metadata says
+    # which Ray it is (read without importing Ray).
+    (fake / "python").write_text(f"#!/bin/sh\necho {version}\n")
+    (fake / "ray").write_text(f"#!{fake / 'python'}\n")
+    for tool in ("python", "ray"):
+        (fake / tool).chmod(0o755)
     env = {
         "PATH": f"{fake}:{os.environ['PATH']}",
         "NRL_LOG_DIR": str(tmp_path),
