@@ -454,3 +454,22 @@ def test_plan_reads_this_machine_s_copy_of_the_driver_s_config_with_its_argv(
         "nrl-launch: warning: nemo_rl.overrides grpo.val_period=5 are not in the driver's "
         "command: not checked (the driver's own overrides are what NeMo RL runs)"
     ]
+
+
+def test_the_readme_plan_example_runs_as_written() -> None:
+    """The README's `plan --config` block, from the repository root, as a reader pastes it."""
+    import subprocess
+
+    from tests.conftest import REPO, readme_block, readme_shell_env
+
+    commands = readme_block("grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml")
+    done = subprocess.run(
+        ["bash", "-ec", "\n".join(commands)],
+        cwd=REPO,
+        env=readme_shell_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Allocation:  2 node(s) x 8 GPU(s) = 16 GPU(s)" in done.stdout, done.stdout
