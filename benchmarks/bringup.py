@@ -23,6 +23,7 @@ unnamed container) against the same step without it.
     scripts/dev-cluster up && scripts/test-image build
     python benchmarks/bringup.py [--ray-venv .venv] [--nodes 2 4] [--runs 3]
         [--runtimes none container] [--image X.sqsh] [--attach-runs 5] [--enroot-runs 3]
+    python benchmarks/bringup.py --compare [--nodes 2 4] [--runs 5] [--ray-sub PATH]
 
 Needs root and the dev cluster (scripts/dev-cluster) with pyxis for the container runs; writes
 nothing outside a temp dir. Other users' jobs are watched with squeue and named at the end.
@@ -347,8 +348,22 @@ def main() -> int:
     parser.add_argument("--image", type=Path, help="default: `scripts/test-image path`")
     parser.add_argument("--attach-runs", type=int, default=5, help="0: no attach timings")
     parser.add_argument("--enroot-runs", type=int, default=3, help="0: no container breakdown")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="nrl-launch against the bare limit (and --ray-sub), job start -> driver's first "
+        "line, interleaved (benchmarks/bringup_compare.py)",
+    )
+    parser.add_argument("--ray-sub", type=Path, help="with --compare: a ray.sub to run too")
     args = parser.parse_args()
     ray_venv = args.ray_venv.resolve()
+    if args.compare:
+        from bringup_compare import compare
+
+        image = (args.image or default_image()) if args.ray_sub else None
+        with tempfile.TemporaryDirectory(prefix="nrl-compare-") as tmp:
+            compare(Path(tmp), ray_venv, args.nodes, args.runs, args.ray_sub, image)
+        return 0
     if "none" in args.runtimes and not (ray_venv / "bin" / "ray").exists():
         sys.exit(f"{ray_venv} has no bin/ray: pip install -e '.[local]' there")
     image = (args.image or default_image()) if "container" in args.runtimes else None
