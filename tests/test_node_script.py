@@ -181,6 +181,33 @@ def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path) -> None:
     assert not (tmp_path / "joined" / ".1").exists()
 
 
+def test_a_join_is_marked_however_much_ray_prints_after_it(tmp_path: Path) -> None:
+    """The scripts run under pipefail: a reader that stops at the match must not fail the
+    look when Ray has printed a lot after it (RAY_LOG_TO_STDERR=1, say)."""
+    log = tmp_path / "ray-worker-1.log"
+    log.write_text("Ray runtime started.\n" + "x" * 100 + "\n" * 3000)
+    log.write_text(log.read_text() + ("y" * 99 + "\n") * 3000)
+    probe = (
+        "set -euo pipefail\n"
+        "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
+        "sleep 10 & ray=$!\n"
+        'note_joined 0 "$ray"\n'
+        'kill "$ray"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", _node_functions_text() + "\n" + probe, "bash", str(log)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(tmp_path)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    name, gpus, at = (tmp_path / "joined" / "1").read_text().split()
+    assert (name, gpus) == ("node1", "8") and float(at) > 0
+    assert not (tmp_path / "joined" / ".1").exists()
+
+
 def _node_functions_text() -> str:
     script = slurm.plan(spec(slurm={"nodes": 2, "gpus_per_node": 8})).script
     return script[: script.rindex("\ncase ${1:-} in")]

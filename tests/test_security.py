@@ -111,6 +111,24 @@ def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str,
         )
 
 
+def test_a_ray_whose_version_cannot_be_read_is_refused(tmp_path: Path) -> None:
+    """Token auth needs Ray 2.52: a version nobody can read fails the check, not passes it."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text("#!/bin/sh\nexit 1\n")  # no Ray in it
+    (fake / "ray").write_text(f"#!{fake / 'python'}\n")  # and `ray --version` fails too
+    for tool in ("python", "ray"):
+        (fake / tool).chmod(0o755)
+    env = {
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "NRL_LOG_DIR": str(tmp_path),
+        "NRL_NODE_NAME": "n0",
+    }
+    done = run_bash(script(), "has_ray_auth", env)
+    assert done.returncode == 1, done.stderr
+    assert (tmp_path / "ENDED").read_text().startswith("cannot read the version of Ray on n0")
+
+
 def test_a_required_secret_missing_on_a_node_is_named() -> None:
     text = script(secrets={"MY_KEY": "required"})
     probe = 'if secret=$(missing_secret); then printf "%s" "$secret"; else printf none; fi'
