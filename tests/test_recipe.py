@@ -385,3 +385,29 @@ def test_a_program_that_is_not_a_nemo_rl_driver_is_not_read_as_one(cli: Cli) -> 
     script, err = rendered(cli, "--", "python", "train.py", "--config", str(NONCOLOC_2N), "--lr=1")
     assert "--nodes=1" in submit_argv(script)
     assert "cluster.num_nodes" not in err
+
+
+def test_a_run_script_of_ones_own_with_its_own_config_is_not_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """run_train.py --config train.yaml --epochs 3 is a Ray program's own: its config is no
+    NeMo RL config (no cluster: section, or flags Hydra would not take), so it is not read as
+    one and the job renders, with a note."""
+    (tmp_path / "train.yaml").write_text("trainer: {epochs: 1}\n")
+    for extra in ([], ["--epochs", "3"]):
+        result = cli(
+            "render",
+            "--nodes",
+            "2",
+            "-o",
+            str(tmp_path / "job.sbatch"),
+            "--",
+            "python",
+            "run_train.py",
+            "--config",
+            str(tmp_path / "train.yaml"),
+            *extra,
+        )
+        assert result.code == 0, result.err
+        assert "its config is not checked" in result.err
+        assert "--nodes=2" in result.out

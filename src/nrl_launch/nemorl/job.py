@@ -81,7 +81,21 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     spec = resolved.spec
     nemo = spec.nemo_rl
     source, said, unchecked = _source(resolved)
-    if source is None:
+    cfg = None
+    if source is not None:
+        what = "--config" if source.driver is None else "the driver's --config"
+        try:
+            cfg = nemo_config.load(source.path, source.overrides, what=what)
+            if source.driver is not None and not cfg.present("cluster"):
+                unchecked = f"the driver's --config {source.shown} has no cluster: section"
+        except ConfigError as exc:
+            if source.driver is None:
+                raise
+            # A run_*.py script of the job's own may read --config its own way.
+            unchecked = f"the driver's --config {source.shown} is not a NeMo RL config ({exc})"
+        if unchecked is not None and source.driver is not None:
+            unchecked += ", so it is not read as NeMo RL's"
+    if source is None or cfg is None or (unchecked is not None and source.driver is not None):
         notes = [f"{unchecked}: its config is not checked"] if unchecked else []
         return Prepared(
             spec=spec,
@@ -90,8 +104,6 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
             unchecked=unchecked,
         )
     draft = _Draft(spec, dict(resolved.sources))
-    what = "--config" if source.driver is None else "the driver's --config"
-    cfg = nemo_config.load(source.path, source.overrides, what=what)
     extra = _extra_nodes(cfg)
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
