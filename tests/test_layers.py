@@ -258,8 +258,9 @@ def test_a_node_local_log_dir_of_a_multi_node_job(cli: Cli) -> None:
     [
         ("4:00", "slurm.time '4:00' (from --time) is 4 minutes to Slurm (MM:SS); for hours "
          "write 4:00:00"),
-        ("12:30", "slurm.time '12:30' (from --time) is 12 minutes 30 seconds to Slurm (MM:SS); "
-         "for hours write 12:30:00"),
+        ("8:30", "slurm.time '8:30' (from --time) is 8 minutes 30 seconds to Slurm (MM:SS); "
+         "for hours write 8:30:00"),
+        ("20:00", None),  # as likely a short run of 20 minutes
         ("4:00:00", None),
         ("240", None),
         ("90:00", None),  # as likely 90 minutes as 90 hours

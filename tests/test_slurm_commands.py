@@ -210,3 +210,12 @@ def test_dashboard_prints_the_tunnel_to_the_head(cli: Cli, slurm: FakeSlurm) -> 
     assert "Job 11's Ray dashboard: gpu007:9265 (the head node)" in result.out
     assert "ssh -N -L 9265:gpu007:9265 " in result.out
     assert "scontrol show hostnames gpu[007-008]" in slurm.calls()
+
+
+@pytest.mark.parametrize("name", ["my_run", "grpo-8b.v2", "Run1"])
+def test_a_job_name_no_job_has_is_not_found(cli: Cli, slurm: FakeSlurm, name: str) -> None:
+    """A name like a job's (underscores, dots, capitals) is looked up, and not found: exit 4."""
+    result = cli("status", name)
+    assert result.code == 4, result.err
+    assert f"no job {name!r} was submitted with nrl-launch here" in result.err
+    assert slurm.calls() == []

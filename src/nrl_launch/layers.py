@@ -358,8 +358,8 @@ def warnings(resolved: Resolved) -> list[str]:
     return found
 
 
-# Slurm reads `4:00` as MM:SS, 4 minutes. With fewer than 24 "minutes" it is more likely hours
-# that were meant (4:00:00); 90:00 is as likely 90 minutes.
+# Slurm reads `4:00` as MM:SS, 4 minutes. Under 10 "minutes" hours were more likely meant
+# (4:00:00) for a training run; 20:00 is as likely a short run of 20 minutes.
 _MINUTES_SECONDS = re.compile(r"(\d+):(\d\d)")
 
 
@@ -371,7 +371,7 @@ def training_warnings(resolved: Resolved) -> list[str]:
         return []
     time = spec.slurm.time.strip()
     match = _MINUTES_SECONDS.fullmatch(time)
-    if not match or int(match[1]) >= 24:
+    if not match or int(match[1]) >= 10:
         return []
     seconds = f" {int(match[2])} seconds" if int(match[2]) else ""
     return [

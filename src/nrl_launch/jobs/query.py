@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from nrl_launch import backends
-from nrl_launch.errors import JobNotRunningError, SchedulerError, UsageError
+from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
 from nrl_launch.jobs.status import (
@@ -67,7 +67,7 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
     for name, group in by_backend(records).items():
         try:
             views = backends.get(name).describe(group)
-        except SchedulerError as exc:
+        except NrlLaunchError as exc:  # its scheduler failed, or its SDK is not installed here
             output.warn(f"{exc.message}; the state of its {len(group)} job(s) is unknown")
             found |= {r.job_id: _unanswered(r, name) for r in group}
             continue

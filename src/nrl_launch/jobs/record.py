@@ -35,6 +35,8 @@ SCHEMA_VERSION = 1
 # What submit records: Slurm's numeric ids, and the local backend's local-<ms>.
 # Lepton's job ids are its job names with a suffix: a-z, 0-9 and '-'.
 _JOB_ID = re.compile(r"[0-9]+|local-[0-9]+|[a-z][a-z0-9-]{0,63}")
+# What a job name may look like (my_run, grpo-8b.v2): one that no job has is not found (exit 4).
+_NAME_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 JobKind = Literal["ray", "plain"]
 
 
@@ -155,7 +157,7 @@ def load(job: str, state: Path) -> JobRecord:
         )
     if named:
         return named[0]
-    if not _JOB_ID.fullmatch(job):
+    if not _JOB_ID.fullmatch(job) and not _NAME_LIKE.fullmatch(job):
         raise UsageError(
             f"JOBID {job!r}: expected a Slurm job id (digits), local-<digits>, a Lepton job id "
             "(a-z, 0-9 and '-') or the name of a job submitted here (none is named so)"
