@@ -104,6 +104,13 @@ def shellcheck(script: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def without_warnings(err: str) -> str:
+    """stderr without nrl-launch's warning lines: the dev cluster's nodes share this machine's
+    /tmp, where tests keep their log dirs, which nrl-launch warns is node-local on a real one."""
+    lines = err.splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("nrl-launch: warning: "))
+
+
 def ray_processes(log_dir: Path | str) -> list[str]:
     """The Ray daemons of the job whose log dir is `log_dir` alive on this machine (which sees
     every dev-cluster node's processes): those that inherited its NRL_LOG_DIR. Other work on
