@@ -71,6 +71,7 @@ def test_only_a_client_with_the_job_s_token_gets_in(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen("http://node0:8265/api/jobs/", timeout=30)
     assert refused.value.code == 401
+    refused.value.close()  # the error holds the answer's socket (else a ResourceWarning later)
     submitted = ray_cli(
         ray_venv, home, "job", "submit", "--address", "http://node0:8265", "--", "id"
     )
