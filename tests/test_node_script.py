@@ -107,11 +107,13 @@ def test_a_node_with_no_container_of_the_job_removes_nothing(tmp_path: Path) -> 
 # ---- Bring-up: each node marks its join; the head counts the marks ----
 
 
-def _node_functions(probe: str, log_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _node_functions(
+    probe: str, log_dir: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     """`probe` in a real bash after every definition of a rendered 2-node script (all but its
-    final dispatch), with the job's log dir at `log_dir`."""
+    final dispatch), with the job's log dir at `log_dir` and `args` as $1...."""
     return subprocess.run(
-        ["bash", "-c", _node_functions_text() + "\n" + probe],
+        ["bash", "-c", _node_functions_text() + "\n" + probe, "bash", *args],
         capture_output=True,
         text=True,
         env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(log_dir), **env},
@@ -167,26 +169,16 @@ def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path) -> None:
         'note_joined "$from" "$ray"\n'
         'kill "$ray"\n'
     )
-    done = subprocess.run(
-        ["bash", "-c", _node_functions_text() + "\n" + probe, "bash", str(log)],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(tmp_path)},
-        timeout=60,
-        check=False,
-    )
+    done = _node_functions(probe, tmp_path, str(log))
     assert done.returncode == 0, done.stderr
-    name, gpus, at = (tmp_path / "joined" / "1").read_text().split()
-    assert (name, gpus) == ("node1", "8") and float(at) > 0
-    assert not (tmp_path / "joined" / ".1").exists()
+    _assert_node1_marked(tmp_path)
 
 
 def test_a_join_is_marked_however_much_ray_prints_after_it(tmp_path: Path) -> None:
     """The scripts run under pipefail: a reader that stops at the match must not fail the
     look when Ray has printed a lot after it (RAY_LOG_TO_STDERR=1, say)."""
     log = tmp_path / "ray-worker-1.log"
-    log.write_text("Ray runtime started.\n" + "x" * 100 + "\n" * 3000)
-    log.write_text(log.read_text() + ("y" * 99 + "\n") * 3000)
+    log.write_text("Ray runtime started.\n" + ("y" * 99 + "\n") * 3000)  # 300 KB after it
     probe = (
         "set -euo pipefail\n"
         "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
@@ -194,18 +186,15 @@ def test_a_join_is_marked_however_much_ray_prints_after_it(tmp_path: Path) -> No
         'note_joined 0 "$ray"\n'
         'kill "$ray"\n'
     )
-    done = subprocess.run(
-        ["bash", "-c", _node_functions_text() + "\n" + probe, "bash", str(log)],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(tmp_path)},
-        timeout=60,
-        check=False,
-    )
+    done = _node_functions(probe, tmp_path, str(log))
     assert done.returncode == 0, done.stderr
-    name, gpus, at = (tmp_path / "joined" / "1").read_text().split()
+    _assert_node1_marked(tmp_path)
+
+
+def _assert_node1_marked(log_dir: Path) -> None:
+    name, gpus, at = (log_dir / "joined" / "1").read_text().split()
     assert (name, gpus) == ("node1", "8") and float(at) > 0
-    assert not (tmp_path / "joined" / ".1").exists()
+    assert not (log_dir / "joined" / ".1").exists()
 
 
 def _node_functions_text() -> str:

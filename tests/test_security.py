@@ -86,13 +86,12 @@ def test_each_job_makes_its_own_token_readable_by_its_owner_only(tmp_path: Path)
     assert tokens[0] != tokens[1]
 
 
-@pytest.mark.parametrize(("version", "ok"), [("2.51.2", False), ("2.52.0", True), ("2.60.0", True)])
-def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str, ok: bool) -> None:
+def _has_ray_auth(tmp_path: Path, python: str) -> subprocess.CompletedProcess[str]:
+    """has_ray_auth on node n0 with `ray` as pip writes it: its first line names a Python (here
+    a shell running `python`) whose package metadata says which Ray it is."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    # `ray` as pip writes it: its first line names the Python whose package metadata says
-    # which Ray it is (read without importing Ray).
-    (fake / "python").write_text(f"#!/bin/sh\necho {version}\n")
+    (fake / "python").write_text(f"#!/bin/sh\n{python}\n")
     (fake / "ray").write_text(f"#!{fake / 'python'}\n")
     for tool in ("python", "ray"):
         (fake / tool).chmod(0o755)
@@ -101,7 +100,12 @@ def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str,
         "NRL_LOG_DIR": str(tmp_path),
         "NRL_NODE_NAME": "n0",
     }
-    done = run_bash(script(), "has_ray_auth", env)
+    return run_bash(script(), "has_ray_auth", env)
+
+
+@pytest.mark.parametrize(("version", "ok"), [("2.51.2", False), ("2.52.0", True), ("2.60.0", True)])
+def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str, ok: bool) -> None:
+    done = _has_ray_auth(tmp_path, f"echo {version}")
     assert (done.returncode == 0) is ok
     if not ok:
         assert (
@@ -113,18 +117,7 @@ def test_the_head_refuses_a_ray_without_token_auth(tmp_path: Path, version: str,
 
 def test_a_ray_whose_version_cannot_be_read_is_refused(tmp_path: Path) -> None:
     """Token auth needs Ray 2.52: a version nobody can read fails the check, not passes it."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python").write_text("#!/bin/sh\nexit 1\n")  # no Ray in it
-    (fake / "ray").write_text(f"#!{fake / 'python'}\n")  # and `ray --version` fails too
-    for tool in ("python", "ray"):
-        (fake / tool).chmod(0o755)
-    env = {
-        "PATH": f"{fake}:{os.environ['PATH']}",
-        "NRL_LOG_DIR": str(tmp_path),
-        "NRL_NODE_NAME": "n0",
-    }
-    done = run_bash(script(), "has_ray_auth", env)
+    done = _has_ray_auth(tmp_path, "exit 1")  # no Ray in its Python; `ray --version` fails too
     assert done.returncode == 1, done.stderr
     assert (tmp_path / "ENDED").read_text().startswith("cannot read the version of Ray on n0")
 
