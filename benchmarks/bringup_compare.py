@@ -12,7 +12,17 @@ figure is the time from one to the other:
   no failure handling, no token auth, no log dir: a limit, not a launcher.
 - nrl-launch: `nrl-launch render` of the same job (runtime none, Ray from --ray-venv), with
   the #SBATCH flags it renders passed to sbatch; the driver starts once every node has joined.
-- ray.sub: the given ray.sub, with COMMAND set to the driver (it runs in a container: --image).
+- ray.sub: the given ray.sub, with COMMAND set to the driver. It runs in a container (--image),
+  so nrl-launch then runs a second time in the same image (`nrl-launch (container)`), and that
+  pair is the like-for-like comparison. Two changes let ray.sub run on the dev cluster, neither
+  on its bring-up path: its `--mpi=pmix` is dropped (PMIx's step setup times out in the dev
+  cluster's namespace nodes, and only MPI programs use it; Ray does not), and pyxis is told to
+  make its containers writable (PYXIS_CONTAINER_WRITABLE=1: ray.sub writes /launch-head.sh,
+  as sites with writable enroot roots allow). pyxis 0.24 keeps named containers after a job
+  (container_scope=global, its default) and a later step of that name reuses one: ray.sub's
+  `ray-head` and `ray-worker-K` would then skip the image's unpacking, which a job's first run
+  on a node pays (and nrl-launch's per-job names always pay). So before each ray.sub run its
+  containers are removed from the nodes, and every launcher starts from the image.
 """
 
 from __future__ import annotations
@@ -91,15 +101,19 @@ class Compare:
         self.wait_gone(job_id)
         return self.span(job_id, self.out / f"{job_id}.driver")
 
-    def nrl_launch(self, nodes: int) -> float:
+    def nrl_launch(self, nodes: int, container: bool = False) -> float:
         script = self.work / f"nrl-{nodes}.sbatch"
+        if container:  # Ray from the image, the work dir mounted as ray.sub's is
+            where = ["--container", str(self.image), "--mount", f"{self.work}:{self.work}"]
+        else:
+            where = ["--container-runtime", "none"]
+            where += ["--set", f"setup=source {self.ray_venv}/bin/activate"]
         render = subprocess.run(
             [
                 *CLI,
                 *("render", "--json", "-o", str(script), "--nodes", str(nodes)),
-                *("--container-runtime", "none", "--time", "10"),
-                *("--set", f"setup=source {self.ray_venv}/bin/activate"),
-                *("--log-dir", str(self.work / "logs")),
+                *where,
+                *("--time", "10", "--log-dir", str(self.work / "logs")),
                 *("--", "python", str(self.work / "driver.py"), str(nodes)),
             ],
             capture_output=True,
@@ -125,9 +139,27 @@ class Compare:
             BASE_LOG_DIR=str(self.work / "raysub-logs"),
             GPUS_PER_NODE=str(GPUS),
             CPUS_PER_WORKER="1",
+            PYXIS_CONTAINER_WRITABLE="1",
         )
+        # Its containers from the last run would skip the image's unpacking (see above): gone
+        # from every node first.
+        every = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True)
+        subprocess.run(
+            [
+                *("srun", f"--nodes={max(int(n) for n in every.stdout.split())}"),
+                *("--ntasks-per-node=1", "--exclusive", "--time=2", "bash", "-c"),
+                "enroot list | grep -E '^pyxis_ray-(head|worker)' | xargs -r enroot remove -f",
+            ],
+            capture_output=True,
+            env=self.env,
+            check=False,
+        )
+        script = self.work / "ray.sub"
+        text = ray_sub.read_text()
+        script.write_text(text.replace('COMMON_SRUN_ARGS+=" --mpi=pmix"', ": no PMIx here"))
         flags = [f"--nodes={nodes}", "--exclusive", "--time=10", f"--output={self.out}/%j.out"]
-        job_id = self.sbatch(flags, ray_sub, env)
+        # ray.sub passes `-A $SLURM_JOB_ACCOUNT` to its steps: the job needs one.
+        job_id = self.sbatch([*flags, "--account=bench"], script, env)
         self.wait_gone(job_id)
         return self.span(job_id, self.work / "raysub-logs" / f"{job_id}-logs" / "ray-driver.log")
 
@@ -151,6 +183,7 @@ def compare(
         "nrl-launch": bench.nrl_launch,
     }
     if ray_sub is not None:
+        launchers["nrl-launch (container)"] = lambda n: bench.nrl_launch(n, container=True)
         launchers["ray.sub"] = lambda n: bench.ray_sub(ray_sub, n)
     results: dict[tuple[str, int], list[float]] = {}
     for nodes in node_counts:
@@ -169,15 +202,16 @@ def compare(
     for name in launchers:
         print(f"| {name} | " + " | ".join(_median(results[(name, n)]) for n in node_counts) + " |")
     print()
-    for name in launchers:
-        if name == "bare limit":
-            continue
+    pairs = [(name, "bare limit") for name in launchers if name != "bare limit"]
+    if ray_sub is not None:  # the like-for-like pair: both in the same image
+        pairs.append(("nrl-launch (container)", "ray.sub"))
+    for name, base in pairs:
         ratios = [
-            statistics.median(results[(name, n)]) / statistics.median(results[("bare limit", n)])
+            statistics.median(results[(name, n)]) / statistics.median(results[(base, n)])
             for n in node_counts
         ]
         print(
-            f"{name} / bare limit: "
+            f"{name} / {base}: "
             + ", ".join(f"{r:.2f}x at {n} nodes" for r, n in zip(ratios, node_counts, strict=True))
         )
     print(flush=True)
