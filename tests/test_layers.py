@@ -61,6 +61,50 @@ def test_ray_sub_env_over_job_file(
     assert shown["sources"]["ray.ports.gcs"] == "env PORT"
 
 
+@pytest.mark.parametrize(("value", "debugger"), [("legacy", True), ("1", False), ("", False)])
+def test_ray_debug_legacy_is_ray_sub_s_external_debugger_other_values_are_ray_s(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, value: str, debugger: bool
+) -> None:
+    monkeypatch.setenv("RAY_DEBUG", value)
+    monkeypatch.setenv("RAY_LOG_SYNC_FREQUENCY", "30")
+    shown = show(cli)
+    assert shown["spec"]["ray"]["external_debugger"] is debugger
+    assert shown["spec"]["ray"]["log_sync_s"] == 30
+    assert shown["sources"]["ray.log_sync_s"] == "env RAY_LOG_SYNC_FREQUENCY"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("RAY_SUB_DEBUG_ENV", "1", "never prints the job's environment"),
+        ("DEDICATED_RAY_HEAD", "1", "cannot yet run the Ray head on a node of its own"),
+        ("NRL_DEDICATED_RAY_HEAD", "1", "no node would offer its GPUs"),
+        ("SANDBOX_CONTAINER", "nvcr.io/nvidia/nemo-skills-sandbox", "sandbox sidecar"),
+        ("SANDBOX_COMMAND", "/start-with-nginx.sh", "sandbox sidecar"),
+    ],
+)
+def test_a_ray_sub_variable_nrl_launch_does_not_take_is_refused_not_ignored(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    out = tmp_path / "job.sbatch"
+    result = cli("render", "-o", str(out), "--", "python", "train.py")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert f"{name}={value!r}" in result.err and says in result.err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("RAY_SUB_DEBUG_ENV", "0"), ("DEDICATED_RAY_HEAD", "0")]
+)
+def test_ray_sub_s_own_defaults_are_not_refused(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    assert show(cli)["spec"]["ray"]["external_debugger"] is False
+
+
 def test_cli_flags_over_ray_sub_env(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUS_PER_NODE", "4")
     monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.4.0")

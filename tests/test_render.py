@@ -67,3 +67,20 @@ def test_template_environment_is_strict_about_undefined_names() -> None:
         env.from_string("{{ missing | q }}").render()
     with pytest.raises(jinja2.UndefinedError, match="argv"):
         env.from_string("{{ argv | qjoin }}").render()
+
+
+@pytest.mark.parametrize("caches", [[], ["--set", "caches.uv=/lustre/uv"]])
+def test_a_container_job_drops_the_login_shell_s_uv_cache_as_ray_sub_does(
+    cli: Cli, tmp_path: Path, caches: list[str]
+) -> None:
+    out = tmp_path / "job.sbatch"
+    args = ["render", "--container", "nvcr.io/nvidia/nemo-rl:v0.5.0", "-o", str(out), *caches]
+    assert cli(*args, "--", "python", "train.py").code == 0
+    # UV_CACHE_DIR from the shell sbatch exports is a login-node path; caches.uv sets the job's.
+    script = (
+        "UV_CACHE_DIR=/home/me/.cache/uv; "
+        f'source <(sed -n "/^job_env()/,/^}}/p" {out}); '
+        'NRL_LOG_DIR=/x job_env; echo "${UV_CACHE_DIR-unset}"'
+    )
+    job_env = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert job_env.stdout.strip() == ("/lustre/uv" if caches else "unset")

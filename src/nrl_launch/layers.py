@@ -62,6 +62,39 @@ RAY_SUB_ENV: dict[str, str] = {
     "METRICS_EXPORT_PORT": "ray.ports.metrics_export",
     "MIN_WORKER_PORT": "ray.ports.worker_min",
     "MAX_WORKER_PORT": "ray.ports.worker_max",
+    "RAY_LOG_SYNC_FREQUENCY": "ray.log_sync_s",
+    # Only its value `legacy` is ray.sub's (Ray's external debugger); other values are Ray's own
+    # and reach the job as they are.
+    "RAY_DEBUG": "ray.external_debugger",
+}
+
+# ray.sub variables nrl-launch does not take, each refused with the reason when set to what
+# would change the job: (the values that are fine, what to do instead).
+RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
+    "RAY_SUB_DEBUG_ENV": (
+        ("", "0"),
+        "nrl-launch never prints the job's environment (it holds secrets); see it with "
+        "`nrl-launch attach JOB -- env`, and unset RAY_SUB_DEBUG_ENV",
+    ),
+    "DEDICATED_RAY_HEAD": (
+        ("", "0"),
+        "nrl-launch cannot yet run the Ray head on a node of its own; unset DEDICATED_RAY_HEAD",
+    ),
+    "NRL_DEDICATED_RAY_HEAD": (
+        ("",),
+        "this is ray.sub's own variable for its head node; set in your shell it would reach "
+        "every node, and no node would offer its GPUs; unset it",
+    ),
+    "SANDBOX_CONTAINER": (
+        ("",),
+        "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
+        "SANDBOX_COMMAND",
+    ),
+    "SANDBOX_COMMAND": (
+        ("",),
+        "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
+        "SANDBOX_COMMAND",
+    ),
 }
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
@@ -181,7 +214,11 @@ def file_settings(path: Path, what: str) -> list[Setting]:
 
 
 def env_settings(environ: Mapping[str, str]) -> list[Setting]:
-    """ray.sub's variables that are set and not empty (ray.sub treats empty as unset)."""
+    """ray.sub's variables that are set and not empty (ray.sub treats empty as unset); one it
+    reads that nrl-launch does not take is refused rather than ignored."""
+    for name, (fine, why) in RAY_SUB_REFUSED.items():
+        if environ.get(name, "") not in fine:
+            raise ConfigError([f"environment variable {name}={environ[name]!r}: {why}"])
     settings = []
     for name, key in RAY_SUB_ENV.items():
         value = environ.get(name)
@@ -192,6 +229,10 @@ def env_settings(environ: Mapping[str, str]) -> list[Setting]:
             parsed = [m for m in value.split(",") if m]
         elif name == "COMMAND":
             parsed = ["bash", "-c", value]  # ray.sub's COMMAND is a shell string
+        elif name == "RAY_DEBUG":
+            if value != "legacy":
+                continue
+            parsed = True
         settings.append(Setting(key, parsed, f"env {name}"))
     return settings
 

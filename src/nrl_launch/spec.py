@@ -229,6 +229,12 @@ class RaySpec(_Spec):
     # token: Ray's token authentication (Ray >= 2.52) with a fresh token per job, so that no
     # one else who can reach the job's ports can run code as its owner. off: for older Ray.
     auth: Annotated[Literal["token", "off"], BeforeValidator(_yaml_switch)] = "token"
+    # ray.sub's RAY_DEBUG=legacy: Ray's debugger listens on each node's address, so `ray debug`
+    # run through `nrl-launch attach` reaches a breakpoint on any node.
+    external_debugger: bool = False
+    # ray.sub's RAY_LOG_SYNC_FREQUENCY: every N seconds each node copies its Ray session logs
+    # (and nsight profiles) into <log dir>/ray/<node>/, and once more at the job's end.
+    log_sync_s: int | None = Field(default=None, ge=1)
 
 
 class LeptonMount(_Spec):
