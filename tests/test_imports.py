@@ -45,3 +45,15 @@ def test_help_imports_no_heavy_library() -> None:
     # typer itself converts a command's option values with pydantic (typer >= 0.22), so a
     # command's --help loads pydantic; nothing of ours may load more.
     assert not roots(imported("render", "--help")) & (heavy - {"pydantic"})
+
+
+def test_a_command_imports_only_what_it_runs() -> None:
+    # Only the command that runs is imported and built (cli._app), not the other commands.
+    modules = imported("render", "-f", str(EXAMPLES / "grpo-2node.yaml"))
+    commands = {m for m in modules if m.startswith("nrl_launch.cli.")}
+    assert commands == {"nrl_launch.cli.render", "nrl_launch.cli.options"}
+    # Without --config there is no NeMo RL config to read; without -o no script to write.
+    assert not roots(modules) & {"omegaconf", "rich"}
+    assert not {"nrl_launch.nemorl.layout", "nrl_launch.jobs.launch"} & modules
+    plan = imported("plan", "--config", str(EXAMPLES / "tiny-rl/examples/configs/grpo_tiny.yaml"))
+    assert "omegaconf" in roots(plan) and not roots(plan) & {"jinja2", "rich"}

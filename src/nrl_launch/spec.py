@@ -21,7 +21,6 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch import sbatch_args
 from nrl_launch.spec_fields import (
     MOUNT_FLAGS,
     EnvName,
@@ -121,6 +120,10 @@ class SlurmSpec(_Spec):
     @field_validator("extra_args")
     @classmethod
     def _not_owned(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if not value:
+            return value  # most jobs: no need to load sbatch's option table
+        from nrl_launch import sbatch_args
+
         # The fields above are validated first; one that failed is missing here.
         gres_owned = (
             info.data.get("gpu_request") == "gres" and info.data.get("gpus_per_node", 0) > 0

@@ -1,11 +1,13 @@
 """The nrl-launch command line: wiring, and the one place errors become exit codes.
 
-Each command lives in its own module; heavy modules (pydantic, jinja2, yaml, rich) are imported
-inside the commands, so that `--help` stays fast. `ray` is never imported here.
+Each command lives in its own module, and a run imports and builds only the command it runs
+(`_app`); heavy modules (pydantic, jinja2, yaml, rich) are imported inside the commands, so that
+`--help` stays fast. `ray` is never imported here.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Annotated, NoReturn
@@ -13,26 +15,29 @@ from typing import Annotated, NoReturn
 import typer
 
 from nrl_launch import __version__, output
-from nrl_launch.cli import (
-    attach,
-    cancel,
-    config,
-    dashboard,
-    doctor,
-    init,
-    list_jobs,
-    logs,
-    plan,
-    pull,
-    render,
-    run_job,
-    status,
-    stop,
-    submit,
-)
 from nrl_launch.errors import ExitCode, NrlLaunchError
 
 __all__ = ["app", "main"]
+
+# Every command, in the order --help lists them: its module under nrl_launch.cli and the
+# function that runs it (config: the Typer group of its subcommands).
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "submit": ("submit", "submit"),
+    "run": ("run_job", "run"),
+    "pull": ("pull", "pull"),
+    "status": ("status", "status"),
+    "logs": ("logs", "logs"),
+    "attach": ("attach", "attach"),
+    "stop": ("stop", "stop"),
+    "cancel": ("cancel", "cancel"),
+    "dashboard": ("dashboard", "dashboard"),
+    "list": ("list_jobs", "list_jobs"),
+    "render": ("render", "render"),
+    "plan": ("plan", "plan"),
+    "doctor": ("doctor", "doctor"),
+    "init": ("init", "init"),
+    "config": ("config", "app"),
+}
 
 
 def _epilog(examples: str) -> str:
@@ -41,46 +46,12 @@ def _epilog(examples: str) -> str:
     return f"\b\n{examples}"
 
 
-app = typer.Typer(
-    name="nrl-launch",
-    help="Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec.",
-    epilog=_epilog(
-        "Examples:\n  nrl-launch render -f examples/grpo-2node.yaml\n  nrl-launch status\n"
-    ),
-    pretty_exceptions_enable=False,  # errors are one line; tracebacks only with --debug
-    rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-# plan's examples sit here, as cli/plan.py has none of its own.
-_PLAN_EXAMPLES = """\
-Examples:
-  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml
-  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml cluster.gpus_per_node=4
-"""
-app.command("submit", epilog=_epilog(submit.EXAMPLES))(submit.submit)
-app.command("run", epilog=_epilog(run_job.EXAMPLES))(run_job.run)
-app.command("pull", epilog=_epilog(pull.EXAMPLES))(pull.pull)
-app.command("status", epilog=_epilog(status.EXAMPLES))(status.status)
-app.command("logs", epilog=_epilog(logs.EXAMPLES))(logs.logs)
-app.command("attach", epilog=_epilog(attach.EXAMPLES))(attach.attach)
-app.command("stop", epilog=_epilog(stop.EXAMPLES))(stop.stop)
-app.command("cancel", epilog=_epilog(cancel.EXAMPLES))(cancel.cancel)
-app.command("dashboard", epilog=_epilog(dashboard.EXAMPLES))(dashboard.dashboard)
-app.command("list", epilog=_epilog(list_jobs.EXAMPLES))(list_jobs.list_jobs)
-app.command("render", epilog=_epilog(render.EXAMPLES))(render.render)
-app.command("plan", epilog=_epilog(_PLAN_EXAMPLES))(plan.plan)
-app.command("doctor", epilog=_epilog(doctor.EXAMPLES))(doctor.doctor)
-app.command("init", epilog=_epilog(init.EXAMPLES))(init.init)
-app.add_typer(config.app, name="config")
-
-
 def _version(value: bool) -> None:
     if value:
         output.emit_text(f"nrl-launch {__version__}")
         raise typer.Exit()
 
 
-@app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     debug: Annotated[
@@ -100,6 +71,43 @@ def _root(
         output.emit_text(ctx.get_help())
 
 
+@functools.cache
+def _app(only: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with `only` that one command: all a run of it needs.
+    Typer reads the signature of every command it is given, and importing and reading them
+    all costs more than most commands take to run."""
+    app = typer.Typer(
+        name="nrl-launch",
+        help="Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec.",
+        epilog=_epilog(
+            "Examples:\n  nrl-launch render -f examples/grpo-2node.yaml\n  nrl-launch status\n"
+        ),
+        pretty_exceptions_enable=False,  # errors are one line; tracebacks only with --debug
+        rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback(invoke_without_command=True)(_root)
+    for name, (module_name, function) in _COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        # __import__, not importlib.import_module: -X importtime (tests/test_imports.py, the
+        # benchmark) lists only the modules the import statement's machinery loads.
+        __import__(f"nrl_launch.cli.{module_name}")
+        module = sys.modules[f"nrl_launch.cli.{module_name}"]
+        if name == "config":
+            app.add_typer(module.app, name=name)
+        else:
+            app.command(name, epilog=_epilog(module.EXAMPLES))(getattr(module, function))
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: the whole CLI, for tests and tools (built when first asked for)."""
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI and exit with the code the error tree (errors.py) assigns.
 
@@ -114,7 +122,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = [a for a in own if a != "--debug"] + args[end:]
     output.reset()
     try:
-        result = typer.main.get_command(app).main(
+        # A command's name is the first word (--debug is out; the root's other options end the
+        # run): only that command is built. Anything else (--help, a typo) gets them all.
+        only = args[0] if args and args[0] in _COMMANDS else None
+        result = typer.main.get_command(_app(only)).main(
             args, prog_name="nrl-launch", standalone_mode=False
         )
         code = result if isinstance(result, int) else ExitCode.OK

@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     from nrl_launch.nemorl.job import Prepared
     from nrl_launch.nemorl.layout import Layout, NodeRole
 
+EXAMPLES = """\
+Examples:
+  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml
+  nrl-launch plan --config examples/tiny-rl/examples/configs/grpo_tiny.yaml cluster.gpus_per_node=4
+"""
+
 
 def plan(
     profile: Profile = None,

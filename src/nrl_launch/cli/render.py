@@ -84,13 +84,14 @@ def render(
     """
     flags = job_flags_of(locals())
     from nrl_launch import backends, container_checks
-    from nrl_launch.jobs.launch import write_script
 
     spec = flags.prepare().spec
     # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
     container_checks.check(spec, on_host=False)
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
+        from nrl_launch.jobs.launch import write_script
+
         write_script(out, request.script)
     # A backend with an API (Lepton) sends a job: that is printed first, its script after.
     sent = _parsed(request.job_spec)

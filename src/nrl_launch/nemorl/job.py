@@ -13,17 +13,19 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
 from nrl_launch.layers import Resolved, Setting, describe_errors
-from nrl_launch.nemorl import config as nemo_config
 from nrl_launch.nemorl import driver
-from nrl_launch.nemorl.layout import Layout, compute
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
 from nrl_launch.storage import is_under, node_local_root
+
+if TYPE_CHECKING:
+    from nrl_launch.nemorl.config import NemoConfig
+    from nrl_launch.nemorl.layout import Layout
 
 __all__ = [
     "Prepared",
@@ -83,6 +85,8 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     source, said, unchecked = _source(resolved)
     cfg = None
     if source is not None:
+        from nrl_launch.nemorl import config as nemo_config  # OmegaConf: only with a config
+
         what = "--config" if source.driver is None else "the driver's --config"
         try:
             cfg = nemo_config.load(source.path, source.overrides, what=what)
@@ -110,6 +114,8 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     deadline = _deadline(draft, cfg)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
+    from nrl_launch.nemorl.layout import compute
+
     layout = compute(cfg.value, cfg.present)
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
     warnings = [
@@ -187,9 +193,7 @@ def _host_path(spec: LaunchSpec, written: str) -> tuple[Path | None, str]:
     return Path(path), ""
 
 
-def _algorithm_warning(
-    recipe: str | None, source: _Source, cfg: nemo_config.NemoConfig
-) -> list[str]:
+def _algorithm_warning(recipe: str | None, source: _Source, cfg: NemoConfig) -> list[str]:
     """A recipe (or driver) of one algorithm given another's config: `sft --config grpo.yaml`."""
     if recipe is not None:
         want, who = driver.algorithm_of_recipe(recipe), f"recipe {recipe}"
@@ -206,12 +210,12 @@ def _algorithm_warning(
     ]
 
 
-def _extra_nodes(cfg: nemo_config.NemoConfig) -> int:
+def _extra_nodes(cfg: NemoConfig) -> int:
     gym = cfg.value("env.nemo_gym.num_gpu_nodes", 0)
     return gym if isinstance(gym, int) and not isinstance(gym, bool) and gym > 0 else 0
 
 
-def _size(draft: _Draft, cfg: nemo_config.NemoConfig, what: str, extra: int, shown: str) -> None:
+def _size(draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str) -> None:
     """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run)."""
     spec_key, cfg_key = f"slurm.{what}", f"cluster.{'num_nodes' if what == 'nodes' else what}"
     flag = "--nodes" if what == "nodes" else "--gpus-per-node"
@@ -272,7 +276,7 @@ def _validated(data: dict[str, Any], merged: dict[str, Setting]) -> LaunchSpec:
         raise ConfigError(describe_errors(exc, merged)) from None
 
 
-def _deadline(draft: _Draft, cfg: nemo_config.NemoConfig) -> list[str]:
+def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
     """With checkpointing on, save before the time limit (checkpoint_must_save_by)."""
     if cfg.value("checkpointing.enabled", False) is not True:
         return []
@@ -392,7 +396,7 @@ def driver_workdir(spec: LaunchSpec) -> str | None:
     return None  # the submit dir: the job's own log dir lives there, so it is shared
 
 
-def _storage_warnings(spec: LaunchSpec, cfg: nemo_config.NemoConfig | None) -> list[str]:
+def _storage_warnings(spec: LaunchSpec, cfg: NemoConfig | None) -> list[str]:
     """What the job would leave open or unshared: Ray without auth, node-local storage."""
     warnings = []
     if spec.ray.auth == "off":
