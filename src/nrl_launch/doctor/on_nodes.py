@@ -115,6 +115,9 @@ def _cancel(backend: Backend, job: ProbeJob) -> None:
     # A cancel that fails is not the end of doctor: its checks' results still count.
     with contextlib.suppress(SchedulerError):
         backend.cancel([job])
+    # Slurm writes a last line into the job's output file as the job ends: the probe's files
+    # are removed after that (bounded), or the file comes back.
+    _wait(backend, job, 15, lambda _line: None)
 
 
 def _submit(
