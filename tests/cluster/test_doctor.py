@@ -352,6 +352,9 @@ def test_ctrl_c_cancels_the_probe_job(cluster_job: list[str], tmp_path: Path) ->
         text=True,
         env=env,
         cwd=tmp_path,
+        # As from a terminal: a test run started in the background (`cmd &` without job
+        # control) passes SIGINT on ignored, and Ctrl-C would then never reach doctor.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         seen = read_until(proc, ": RUNNING")
