@@ -68,6 +68,10 @@ RAY_SUB_ENV: dict[str, str] = {
     "RAY_DEBUG": "ray.external_debugger",
 }
 
+_NO_SANDBOX = (
+    "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
+    "SANDBOX_COMMAND"
+)
 # ray.sub variables nrl-launch does not take, each refused with the reason when set to what
 # would change the job: (the values that are fine, what to do instead).
 RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
@@ -85,16 +89,8 @@ RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
         "this is ray.sub's own variable for its head node; set in your shell it would reach "
         "every node, and no node would offer its GPUs; unset it",
     ),
-    "SANDBOX_CONTAINER": (
-        ("",),
-        "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
-        "SANDBOX_COMMAND",
-    ),
-    "SANDBOX_COMMAND": (
-        ("",),
-        "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
-        "SANDBOX_COMMAND",
-    ),
+    "SANDBOX_CONTAINER": (("",), _NO_SANDBOX),
+    "SANDBOX_COMMAND": (("",), _NO_SANDBOX),
 }
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
