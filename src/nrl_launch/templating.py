@@ -9,11 +9,24 @@ $'...', which shellcheck reads as literal.
 `#SBATCH` lines are the one exception: bash reads them as comments, and sbatch reads them with
 quoting rules of its own, so they are quoted by `backends.slurm.sbatch_directives` and printed
 as the `SbatchDirective` it returns (which `finalize` lets through, as it does a quoted word).
+
+Compiling the templates costs more than rendering them (~20 ms a run), so the wheel also carries
+them compiled ahead of time, as Python modules in `nrl_launch._templates_compiled` (made by
+`precompile` when the wheel is built: hatch_build.py), whose bytecode pip writes at install. A
+compiled copy is used only for the exact source it was compiled from, by the same Jinja version
+with the same settings (its `KEY`); anything else (a source checkout, an edited template, another
+Jinja) is compiled from the template as it is, as before. Either way the output is the same.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib
+from collections.abc import MutableMapping
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from types import CodeType, ModuleType
 from typing import Any
 
 import jinja2
@@ -21,7 +34,29 @@ import jinja2
 from nrl_launch import paths
 from nrl_launch.shell import ShellWord, join, quote
 
-__all__ = ["SbatchDirective", "render"]
+__all__ = ["PRECOMPILED_PACKAGE", "SbatchDirective", "precompile", "render"]
+
+# Where the wheel carries the compiled templates (made at build time; absent in a checkout).
+PRECOMPILED_PACKAGE = "nrl_launch._templates_compiled"
+# The environment's settings that shape the code a template compiles to (with its filters,
+# extensions, undefined and finalize: see _key).
+_COMPILE_SETTINGS = (
+    "block_start_string",
+    "block_end_string",
+    "variable_start_string",
+    "variable_end_string",
+    "comment_start_string",
+    "comment_end_string",
+    "line_statement_prefix",
+    "line_comment_prefix",
+    "trim_blocks",
+    "lstrip_blocks",
+    "newline_sequence",
+    "keep_trailing_newline",
+    "autoescape",
+    "optimized",
+    "is_async",
+)
 
 
 class SbatchDirective(str):
@@ -49,10 +84,76 @@ def _join_filter(values: Any) -> ShellWord:
     return join(_quote_filter(v) for v in values)
 
 
+class _Loader(jinja2.FileSystemLoader):
+    """templates/, as FileSystemLoader loads them, but taking a template's code as compiled
+    when the wheel was built (PRECOMPILED_PACKAGE) where that was made from this very source."""
+
+    def load(
+        self,
+        environment: jinja2.Environment,
+        name: str,
+        globals: MutableMapping[str, Any] | None = None,
+    ) -> jinja2.Template:
+        source, filename, uptodate = self.get_source(environment, name)
+        code = _precompiled(environment, name, source)
+        if code is None:
+            code = environment.compile(source, name, filename)
+        template = environment.template_class.from_code(
+            environment, code, {} if globals is None else globals, uptodate
+        )
+        template.filename = filename  # errors name the template, not a compiled module
+        return template
+
+
+def _key(env: jinja2.Environment, name: str, source: str) -> str:
+    """What a compiled template was made from: its name and source, the Jinja version and the
+    environment's settings that shape the compiled code. A copy with another key is not used."""
+    return hashlib.sha256(repr((_made_by(env), name, source)).encode()).hexdigest()
+
+
 @functools.cache
-def _environment() -> jinja2.Environment:
+def _made_by(env: jinja2.Environment) -> str:
+    return repr(
+        (
+            jinja2.__version__,
+            [str(getattr(env, setting)) for setting in _COMPILE_SETTINGS],
+            sorted(env.extensions),
+            env.undefined.__qualname__,
+            getattr(env.finalize, "__qualname__", None),
+            sorted((n, str(getattr(f, "jinja_pass_arg", None))) for n, f in env.filters.items()),
+        )
+    )
+
+
+@functools.cache
+def _precompiled_package() -> ModuleType | None:
+    """The wheel's compiled templates (None in a source checkout)."""
+    try:
+        return importlib.import_module(PRECOMPILED_PACKAGE)
+    except ImportError:
+        return None
+
+
+def _precompiled(env: jinja2.Environment, name: str, source: str) -> CodeType | None:
+    """`name`'s code as compiled when the wheel was built, if that was from `source` (by this
+    Jinja, with these settings); from the bytecode pip wrote at install where there is one."""
+    package = _precompiled_package()
+    if package is None or package.__file__ is None:
+        return None
+    if getattr(package, "KEYS", {}).get(name) != _key(env, name, source):
+        return None  # compiled from another source, by another Jinja or with other settings
+    module = f"{PRECOMPILED_PACKAGE}.{jinja2.ModuleLoader.get_template_key(name)}"
+    path = Path(package.__file__).with_name(f"{module.rpartition('.')[2]}.py")
+    try:
+        return SourceFileLoader(module, str(path)).get_code(module)
+    except (ImportError, OSError, SyntaxError):
+        return None
+
+
+@functools.cache
+def _environment(templates: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(paths.templates_dir()),
+        loader=_Loader(templates or paths.templates_dir()),
         undefined=jinja2.StrictUndefined,
         finalize=_only_quoted,
         autoescape=False,  # HTML escaping would corrupt shell; quoting is the q filter's job
@@ -68,3 +169,28 @@ def _environment() -> jinja2.Environment:
 def render(template: str, **context: Any) -> str:
     """Render one template from templates/ with `context`."""
     return _environment().get_template(template).render(**context)
+
+
+def precompile(target: Path, templates: Path | None = None) -> list[str]:
+    """Compile every template in `templates` (default: the ones render uses) into `target`, the
+    package PRECOMPILED_PACKAGE (the wheel's build does this: hatch_build.py): a module per
+    template, as Jinja's compile_templates writes them, and their keys in its __init__.py.
+    Returns the templates' names."""
+    env = _environment(templates)
+    loader = env.loader
+    assert isinstance(loader, _Loader)
+    target.mkdir(parents=True, exist_ok=True)
+    keys = {}
+    names = loader.list_templates()
+    for name in names:
+        source, filename, _ = loader.get_source(env, name)
+        code = env.compile(source, name, filename, raw=True, defer_init=True)
+        module = target / f"{jinja2.ModuleLoader.get_template_key(name)}.py"
+        module.write_text(code, encoding="utf-8")
+        keys[name] = _key(env, name, source)
+    (target / "__init__.py").write_text(
+        '"""nrl-launch\'s templates, compiled when the wheel was built (see templating.py)."""\n\n'
+        f"KEYS = {keys!r}\n",
+        encoding="utf-8",
+    )
+    return names
