@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from nrl_launch import cli as cli_module
 from nrl_launch.cli import init
@@ -156,3 +157,98 @@ def test_a_bad_value_names_its_flag_and_writes_nothing(run_init: Cli, isolated: 
         "(got 'data:/data', from --mount)",
     ]
     assert not (isolated.parent / "home" / ".config" / "nrl-launch").exists()
+
+
+# ---- on a terminal: typer's prompts (CliRunner feeds the answers) ----
+
+
+def on_a_terminal(monkeypatch: pytest.MonkeyPatch, sinfo: dict[str, str]) -> None:
+    """init asks (CliRunner's stdin is no terminal), and Slurm answers as the dev cluster, each
+    partition's nodes as `sinfo` says (partition -> `%D|%G|%t` lines)."""
+    cluster = dev_cluster()
+
+    def query(argv: list[str]) -> str | None:
+        if argv[0] == "sinfo":
+            return sinfo[argv[argv.index("-p") + 1]]
+        return cluster(argv)
+
+    monkeypatch.setattr(init, "_interactive", lambda: True)
+    monkeypatch.setattr(init, "_query", query)
+
+
+def test_init_asks_what_no_flag_gave_and_asks_a_bad_answer_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_a_terminal(monkeypatch, {"batch": "4|gpu:8|idle\n", "debug": "2|gpu:4|idle\n"})
+    profile = tmp_path / "site.yaml"
+    answers = [
+        "rl_team",  # account
+        "gpu",  # partition: not the cluster's, asked again
+        "debug",  # another than the default: its nodes' GPUs are read
+        "",  # GPUs per node: Enter keeps what Slurm said of debug's nodes (4)
+        "nvcr.io/nvidia/nemo-rl:v0.4.0",
+        "data:/data",  # a relative mount source: asked again
+        "/lustre:/lustre /scratch:/scratch",
+        "/lustre/alice/logs",
+    ]
+    result = CliRunner().invoke(
+        cli_module.app, ["init", "--profile", str(profile)], input="\n".join(answers) + "\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(profile.read_text()) == {
+        "slurm": {
+            "account": "rl_team",
+            "partition": "debug",
+            "gpus_per_node": 4,
+            "gpu_request": "gres",
+        },
+        "container": {
+            "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
+            "mounts": ["/lustre:/lustre", "/scratch:/scratch"],
+        },
+        "logs": {"base_dir": "/lustre/alice/logs"},
+    }
+    asked = result.stderr
+    # click writes a question to stderr, the space after it as the input is read
+    for question in ["Slurm account (empty: your default):", "GPUs per node [4]:"]:
+        assert question in asked
+    assert "Error: 'gpu': not a partition of this cluster (batch, debug)" in asked
+    assert "Error: container.mounts: source 'data' must be an absolute path" in asked
+    assert "slurm.gpus_per_node: 4, asked for as --gres=gpu:N (partition debug's" in asked
+    assert f"Wrote profile {profile}:\n" in result.stdout  # (CliRunner echoes input there)
+
+
+def test_init_off_a_terminal_asks_nothing_even_with_input_waiting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(init, "_query", dev_cluster())
+    profile = tmp_path / "site.yaml"
+    result = CliRunner().invoke(
+        cli_module.app, ["init", "--profile", str(profile)], input="rl_team\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert all(line.startswith("nrl-launch: ") for line in result.stderr.splitlines())
+    assert not any(question in result.output for question in init._QUESTIONS.values())
+    assert yaml.safe_load(profile.read_text()) == {
+        "slurm": {"partition": "batch", "gpus_per_node": 8, "gpu_request": "gres"}
+    }
+
+
+@pytest.mark.parametrize(("answer", "replaced"), [("y", True), ("n", False), ("", False)])
+def test_an_existing_profile_is_replaced_on_a_terminal_when_you_say_yes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, answer: str, replaced: bool
+) -> None:
+    on_a_terminal(monkeypatch, {"batch": "4|gpu:8|idle\n"})
+    profile = tmp_path / "site.yaml"
+    profile.write_text("slurm: {account: old}\n")
+    args = ["init", "--profile", str(profile), *SITE[:2], "--partition", "batch"]
+    args += ["--gpus-per-node", "8", "--container", "img.sqsh", "--mount", "/a:/a"]
+    args += ["--log-dir", "/lustre/logs"]
+    result = CliRunner().invoke(cli_module.app, args, input=answer + "\n")
+    assert f"Profile {profile} already exists. Replace it? [y/N]:" in result.stderr
+    if replaced:
+        assert result.exit_code == 0, result.output
+        assert yaml.safe_load(profile.read_text())["slurm"]["account"] == "rl_team"
+    else:
+        assert isinstance(result.exception, UsageError)
+        assert profile.read_text() == "slurm: {account: old}\n"

@@ -5,7 +5,8 @@ for them, your default account) is asked of it through the runner; what it canno
 container, its mounts, the log dir) comes from flags or, on a terminal, from one question each.
 Nothing is asked when stdin is not a terminal. The profile goes where later commands look for
 one (--profile, else $NRL_LAUNCH_PROFILE, else the user's config dir) and is checked as the
-job spec is before anything is written; an existing one is replaced only with --force.
+job spec is before anything is written; an existing one is replaced only with --force (or,
+on a terminal, when you say yes). Questions are typer's prompts, on stderr.
 """
 
 from __future__ import annotations
@@ -154,9 +155,12 @@ def init(
     for what was not given; elsewhere it asks nothing."""
     from nrl_launch import layers, paths
 
+    asking = _interactive()
     target = _target(profile)
     if target.exists() and not force:
-        raise UsageError(f"profile {target} already exists; pass --force to replace it")
+        replace = f"Profile {target} already exists. Replace it?"
+        if not (asking and typer.confirm(replace, default=False, err=True)):
+            raise UsageError(f"profile {target} already exists; pass --force to replace it")
     given = {
         "slurm.account": account,
         "slurm.partition": partition,
@@ -169,15 +173,13 @@ def init(
     values = {key: value for key, value in given.items() if value is not None}
     sources = {key: _FLAGS[key] for key in values}
     _checked(values, sources)  # a bad flag is refused before Slurm is asked anything
-    facts = read_cluster(_query, partition=partition, user=_user())
-    for line in facts.notes:
-        output.note(line)
-    for line in facts.warnings:
-        output.warn(line)
+    user = _user()
+    facts = read_cluster(_query, partition=partition, user=user)
+    _report(facts)
     values = {**facts.values, **values}
     sources = {**dict.fromkeys(facts.values, "the cluster"), **sources}
-    if sys.stdin.isatty():
-        _ask(values, sources)
+    if asking:
+        _ask(values, sources, lambda name: read_cluster(_query, partition=name, user=user))
     checked = _checked(values, sources)
     for line in layers.warnings(checked):
         output.warn(line)
@@ -237,20 +239,88 @@ _QUESTIONS = {
 }
 
 
-def _ask(values: dict[str, Any], sources: dict[str, str]) -> None:
-    """Ask for each value no flag gave; what the cluster said is the default (Enter keeps it)."""
+def _interactive() -> bool:
+    """Whether init may ask questions: only with a terminal on stdin. From a pipe, a script or
+    CI it asks nothing, and what no flag gave stays as the cluster said (or unset)."""
+    return sys.stdin.isatty()
+
+
+def _report(facts: ClusterFacts) -> None:
+    for line in facts.notes:
+        output.note(line)
+    for line in facts.warnings:
+        output.warn(line)
+
+
+def _ask(
+    values: dict[str, Any], sources: dict[str, str], read: Callable[[str], ClusterFacts]
+) -> None:
+    """Ask (typer.prompt, on stderr) for each value no flag gave; what the cluster said is the
+    default (Enter keeps it). An answer is checked as the job spec checks it, and a bad one is
+    asked again. A partition other than the default is read from the cluster in turn (`read`),
+    so the GPUs the profile holds are that partition's."""
     for key, question in _QUESTIONS.items():
         if sources.get(key, "the cluster") != "the cluster":
-            continue
-        shown = values.get(key, "")
-        shown = " ".join(shown) if isinstance(shown, list) else str(shown)
-        answer = str(typer.prompt(question, default=shown, show_default=bool(shown))).strip()
-        if answer == shown:
-            continue
+            continue  # a flag gave it
+        shown = _shown(values.get(key, ""))
+        answer, facts = _prompt(key, question, shown, read)
+        if _shown(answer) == shown:
+            continue  # Enter: what the cluster said, or nothing
         values.pop(key, None)
+        sources.pop(key, None)
+        if facts is not None:  # another partition: what the cluster says of it instead
+            _report(facts)
+            for said in [k for k, source in sources.items() if source == "the cluster"]:
+                del values[said], sources[said]
+            fresh = {k: v for k, v in facts.values.items() if k not in sources}
+            values.update(fresh)
+            sources.update(dict.fromkeys(fresh, "the cluster"))
         if answer:
-            values[key] = answer.split() if key == "container.mounts" else answer
+            values[key] = answer
             sources[key] = "your answer"
+
+
+def _prompt(
+    key: str, question: str, shown: str, read: Callable[[str], ClusterFacts]
+) -> tuple[Any, ClusterFacts | None]:
+    """One question's answer (`shown` on Enter), asked again until it is valid; for a partition
+    other than `shown`, also what the cluster says of it."""
+    read_facts: list[ClusterFacts] = []
+
+    def parse(text: str) -> Any:
+        answer = _parse(key, text)
+        if key == "slurm.partition" and answer and answer != shown:
+            try:
+                read_facts[:] = [read(answer)]
+            except UsageError as exc:  # not one of the cluster's partitions
+                raise typer.BadParameter(exc.message.removeprefix("--partition ")) from None
+        return answer
+
+    answer = typer.prompt(
+        question, default=shown, show_default=bool(shown), value_proc=parse, err=True
+    )
+    return answer, (read_facts[0] if read_facts else None)
+
+
+def _shown(value: Any) -> str:
+    """A value as a question shows it for its default (mounts: separated by spaces)."""
+    return " ".join(value) if isinstance(value, list) else str(value)
+
+
+def _parse(key: str, text: str) -> Any:
+    """An answer as the profile holds it (mounts: a list; empty: none), checked as the job spec
+    checks it; a bad one raises typer.BadParameter, which typer.prompt shows and asks again."""
+    from nrl_launch.errors import ConfigError
+
+    answer = text.strip()
+    if not answer:
+        return ""
+    value = answer.split() if key == "container.mounts" else answer
+    try:
+        _checked({key: value}, {key: "your answer"})
+    except ConfigError as exc:
+        raise typer.BadParameter("; ".join(exc.problems)) from None
+    return value
 
 
 def _value(spec: LaunchSpec, key: str) -> Any:

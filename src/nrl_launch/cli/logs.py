@@ -69,7 +69,8 @@ def logs(
     """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
     plain job (run, pull), its command's output. With -f, follow it to the job's end and exit
     with the job's exit code: the driver's when it failed, 0 when it completed, 1 when it was
-    cancelled or timed out."""
+    cancelled or timed out. For a job Slurm no longer knows (its accounting purged), the exit
+    code its log dir records (ENDED, exit_code); with none recorded, one line and exit 4."""
     from nrl_launch import backends
     from nrl_launch.jobs import record
     from nrl_launch.jobs.status import find_log_dir
@@ -147,10 +148,7 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
         elif seen or not log_dir.parent.is_dir():
             raise JobNotFoundError(f"the log dir {log_dir} was removed while following it")
         if ended is not None:
-            code = query.exit_code_of(ended)
-            if code:
-                output.note(f"job {rec.job_id} ended {ended.phase.value}: {ended.detail}")
-            return code
+            return _exit_code(rec, ended)
         # The job's state is checked every few seconds, not on every read.
         if time.monotonic() - last_check > 3:
             last_check = time.monotonic()
@@ -159,6 +157,35 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
                 ended = found[0]
             continue  # read once more after the job ended, then stop
         time.sleep(0.5)
+
+
+def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
+    """The exit code of `logs -f` once the job is over: the job's, as its scheduler tells it;
+    for a job the scheduler no longer knows (sacct purged it, or the site keeps no accounting),
+    as the job's log dir records it (ENDED, exit_code). With no such record either, how it
+    ended cannot be known: one line, exit 4, rather than passing off a guess as its code."""
+    from nrl_launch.jobs import query
+    from nrl_launch.jobs.status import Phase
+
+    if ended.phase is not Phase.UNKNOWN:
+        code = query.exit_code_of(ended)
+        if code:
+            output.note(f"job {rec.job_id} ended {ended.phase.value}: {ended.detail}")
+        return code
+    scheduler = "Slurm" if rec.backend == "slurm" else f"the {rec.backend} backend"
+    log_dir = Path(ended.log_dir or rec.log_dir)
+    end = query.recorded_end(log_dir)
+    if end is None:
+        raise JobNotFoundError(
+            f"{scheduler} no longer knows job {rec.job_id} (its accounting may have been purged) "
+            f"and its log dir {log_dir} records no end (no ENDED): how it ended is unknown"
+        )
+    code, reason = end
+    output.note(
+        f"{scheduler} no longer knows job {rec.job_id}; its log dir says it ended: {reason} "
+        f"(exit code {code})"
+    )
+    return code
 
 
 def _read_from(path: Path, offset: int) -> bytes | None:

@@ -3,6 +3,7 @@ one loop that asks a scheduler again and again (following jobs, waiting for doct
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ __all__ = [
     "exit_code_of",
     "head_node",
     "overview",
+    "recorded_end",
     "require_running",
     "statuses",
 ]
@@ -117,6 +119,33 @@ def exit_code_of(found: JobStatus) -> int:
     if found.phase is Phase.FAILED and found.exit_code:
         return found.exit_code
     return 1
+
+
+# How the job scripts word an end that carries the exit code (end_job's reasons, in
+# templates/): "driver exited with code 3", "the head step ended with exit code 3".
+_ENDED_CODE = re.compile(r"(?:exited with code|ended with exit code) (\d+)\b")
+
+
+def recorded_end(log_dir: Path) -> tuple[int, str] | None:
+    """How the job ended by its own record, for a job its scheduler no longer knows: the exit
+    code and the reason from ENDED. The code is the `exit_code` file's where the job script
+    wrote one (local, Lepton, plain jobs), else the one ENDED's reason names ("driver exited
+    with code 3"), 0 for a stop (`nrl-launch stop` ends a job well), else 1 (a failure, or
+    Slurm stopping it). None when the log dir records no end."""
+    try:
+        reason = (log_dir / "ENDED").read_text(encoding="utf-8").strip()
+    except OSError:
+        reason = ""
+    try:
+        code: int | None = int((log_dir / "exit_code").read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        code = None
+    if code is None:
+        if not reason:
+            return None
+        named = _ENDED_CODE.search(reason.splitlines()[0])
+        code = int(named[1]) if named else 0 if reason.startswith("stop requested") else 1
+    return code, " ".join(reason.split()) or f"exit code {code}"
 
 
 T = TypeVar("T")

@@ -14,6 +14,10 @@ NeMo RL checks these rules in Python once the Ray cluster is up (`ResourceInsuff
 - Non-colocated on-policy distillation teachers (`on_policy_distillation.non_colocated_teachers`,
   one per distinct teacher model) take whole nodes of `cluster.num_nodes`; the policy (training
   and generation) gets the rest.
+- A reward model environment (`env.reward_model`, when a data set of `data.train`,
+  `data.validation` or `data.default` has `env_name: reward_model`) takes
+  `env.reward_model.resources.num_nodes` whole nodes of `cluster.num_nodes`; on a one-node
+  cluster it takes `resources.gpus_per_node` GPUs of that node instead (GRPO's and PPO's setup).
 - NeMo Gym GPU nodes are Slurm nodes beyond `cluster.num_nodes`.
 """
 
@@ -25,7 +29,7 @@ from typing import Any
 
 from nrl_launch.nemorl.config import MISSING
 
-__all__ = ["Generation", "Layout", "NodeRole", "Teacher", "Training", "compute"]
+__all__ = ["Generation", "Layout", "NodeRole", "RewardModel", "Teacher", "Training", "compute"]
 
 Lookup = Callable[[str], Any]  # a dotted key -> its resolved value, or MISSING
 
@@ -84,12 +88,28 @@ class Teacher:
 
 
 @dataclass(frozen=True)
+class RewardModel:
+    """A reward model environment: its own nodes of `cluster.num_nodes`, or on a one-node
+    cluster GPUs of the policy's node (`shares_node`)."""
+
+    model: str
+    nodes: int
+    gpus_per_node: int
+    shares_node: bool
+
+    def describe(self) -> str:
+        if self.shares_node:
+            return f"{self.model}: {self.gpus_per_node} GPU(s) of the policy's node"
+        return f"{self.model}: {self.nodes} node(s) x {self.gpus_per_node} GPU(s)"
+
+
+@dataclass(frozen=True)
 class NodeRole:
     """What one Slurm node of the job does. Which physical node takes which role is Ray's choice;
     the counts are what the config fixes."""
 
     node: int
-    role: str  # training+generation, training, generation, teacher, nemo-gym
+    role: str  # training+generation, training, generation, reward-model, teacher, nemo-gym
     training_gpus: int
     generation_gpus: int
 
@@ -104,6 +124,7 @@ class Layout:
     nodes_layout: tuple[NodeRole, ...]
     problems: tuple[str, ...]
     teachers: tuple[Teacher, ...] = ()  # on nodes of cluster.num_nodes, not extra ones
+    reward_model: RewardModel | None = None  # on nodes of cluster.num_nodes, too
 
     @property
     def nodes(self) -> int:
@@ -179,33 +200,23 @@ def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Lay
             f"cluster.segment_size={segment} does not divide cluster.num_nodes={nodes}"
         )
 
-    teachers = _teachers(read, gpus)
-    teacher_nodes = sum(t.nodes for t in teachers)
-    policy_nodes = nodes - teacher_nodes
-    gym_roles = [NodeRole(nodes + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
-    first = max(policy_nodes, 0)
-    teacher_roles = [NodeRole(first + i, "teacher", 0, 0) for i in range(nodes - first)]
-    if policy_nodes < 1:
-        read.problems.append(
-            f"on_policy_distillation.non_colocated_teachers take {teacher_nodes} node(s) of "
-            f"cluster.num_nodes={nodes}: none are left for the policy"
-        )
+    share = _share(read, nodes, gpus, gym)
+    if share.policy_nodes < 1 or share.policy_gpus < 1:  # nothing left for the policy
         return Layout(
             nodes,
             gpus,
             tuple(extra),
             None,
             None,
-            tuple(teacher_roles + gym_roles),
+            tuple(share.others),
             tuple(read.problems),
-            tuple(teachers),
+            tuple(share.teachers),
+            share.reward_model,
         )
-    where = (
-        f"cluster.num_nodes={nodes} less {teacher_nodes} teacher node(s)"
-        if teacher_nodes
-        else "cluster.num_nodes"
+    policy_nodes, policy_gpus = share.policy_nodes, share.policy_gpus
+    generation, train_gpus, gen_nodes = _generation(
+        read, policy_nodes, policy_gpus, share.where, share.node
     )
-    generation, train_gpus, gen_nodes = _generation(read, policy_nodes, gpus, where)
     training = _training(read, "policy", train_gpus)
     if generation and generation.backend == "megatron" and generation.colocated:
         # Colocated Megatron generation runs on the training model, with its parallelism.
@@ -216,17 +227,131 @@ def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Lay
     for section in ("teacher", "value"):
         if read.has(section):
             _training(read, section, train_gpus)
-    roles = _roles(policy_nodes, gpus, generation, train_gpus, gen_nodes)
+    roles = _roles(policy_nodes, policy_gpus, generation, train_gpus, gen_nodes)
     return Layout(
         nodes,
         gpus,
         tuple(extra),
         training,
         generation,
-        tuple(roles + teacher_roles + gym_roles),
+        tuple(roles + share.others),
         tuple(read.problems),
-        tuple(teachers),
+        tuple(share.teachers),
+        share.reward_model,
     )
+
+
+@dataclass(frozen=True)
+class _Share:
+    """What of cluster.num_nodes the policy (training and generation) gets: its nodes and the
+    GPUs of each, `where` naming them for the problems; the others' roles (reward model,
+    teachers, NeMo Gym) and what took them. No nodes or no GPUs: nothing is left."""
+
+    policy_nodes: int
+    policy_gpus: int
+    where: str
+    others: list[NodeRole]
+    teachers: list[Teacher]
+    reward_model: RewardModel | None
+    node: str = "the node"  # the GPUs of one node the policy has, as a problem names them
+
+
+def _share(read: _Reader, nodes: int, gpus: int, gym: int | None) -> _Share:
+    """The reward model's nodes first, then the non-colocated teachers', as GRPO's setup takes
+    them; the policy gets the rest (on one node: the GPUs the reward model leaves)."""
+    rm = _reward_model(read, nodes, gpus)
+    rm_nodes = rm.nodes if rm and not rm.shares_node else 0
+    if rm_nodes and nodes - rm_nodes < 1:
+        read.problems.append(
+            f"env.reward_model.resources.num_nodes={rm_nodes} takes all {nodes} node(s) of "
+            f"cluster.num_nodes={nodes}: none are left for the policy"
+        )
+        roles = [NodeRole(i, "reward-model", 0, 0) for i in range(nodes)]
+        return _Share(0, gpus, "", roles + _gym_roles(nodes, gym), [], rm)
+    teachers = _teachers(read, gpus)
+    teacher_nodes = sum(t.nodes for t in teachers)
+    policy_nodes = nodes - rm_nodes - teacher_nodes
+    first = max(policy_nodes, 0)
+    others = [NodeRole(first + i, "reward-model", 0, 0) for i in range(rm_nodes)]
+    others += [NodeRole(i, "teacher", 0, 0) for i in range(first + rm_nodes, nodes)]
+    others += _gym_roles(nodes, gym)
+    less = [f"{rm_nodes} reward model node(s)"] if rm_nodes else []
+    if policy_nodes < 1:
+        read.problems.append(
+            f"on_policy_distillation.non_colocated_teachers take {teacher_nodes} node(s) of "
+            f"cluster.num_nodes={nodes}{''.join(f' less {n}' for n in less)}: none are left "
+            "for the policy"
+        )
+        return _Share(0, gpus, "", others, teachers, rm)
+    less += [f"{teacher_nodes} teacher node(s)"] if teacher_nodes else []
+    where = f"cluster.num_nodes={nodes} less {' and '.join(less)}" if less else "cluster.num_nodes"
+    if rm is None or not rm.shares_node:
+        return _Share(policy_nodes, gpus, where, others, teachers, rm)
+    # One node: the reward model takes GPUs of it.
+    left = gpus - rm.gpus_per_node
+    if left < 1:
+        read.problems.append(
+            f"env.reward_model.resources.gpus_per_node={rm.gpus_per_node} takes all {gpus} "
+            "GPU(s) of the node (cluster.num_nodes=1): none are left for the policy"
+        )
+    node = f"the node the reward model leaves (it takes {rm.gpus_per_node} of {gpus})"
+    return _Share(policy_nodes, left, where, others, teachers, rm, node)
+
+
+def _gym_roles(nodes: int, gym: int | None) -> list[NodeRole]:
+    """NeMo Gym's GPU nodes: after cluster.num_nodes."""
+    return [NodeRole(nodes + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
+
+
+def _reward_model(read: _Reader, nodes: int, gpus_per_node: int) -> RewardModel | None:
+    """The reward model environment, as GRPO's and PPO's setup reserve it: when a data set
+    names it (`env_name: reward_model` in data.train, data.validation or data.default, each a
+    mapping or a list of them); its resources from env.reward_model.resources."""
+    if _algorithm(read) == "distillation" or not (read.has("grpo") or read.has("ppo")):
+        return None  # only GRPO's and PPO's setup run one
+    if "reward_model" not in _env_names(read):
+        return None
+    res = "env.reward_model.resources"
+    rm_nodes = read.int(f"{res}.num_nodes", None)
+    rm_gpus = read.int(f"{res}.gpus_per_node", None)
+    for key, value in ((f"{res}.num_nodes", rm_nodes), (f"{res}.gpus_per_node", rm_gpus)):
+        if value is None and not any(p.startswith(key) for p in read.problems):
+            read.problems.append(
+                f"{key} is not set: the data's env_name is reward_model, which runs on its own GPUs"
+            )
+    if rm_nodes is None or rm_gpus is None:
+        return None
+    model = read.lookup("env.reward_model.model_name")
+    name = str(model) if isinstance(model, str) else "reward model"
+    rm = RewardModel(name, rm_nodes, rm_gpus, shares_node=nodes == 1)
+    if rm_gpus > gpus_per_node:
+        read.problems.append(
+            f"{res}.gpus_per_node={rm_gpus} is more than cluster.gpus_per_node={gpus_per_node}: "
+            "the reward model must fit on its nodes"
+        )
+    elif rm.shares_node and rm_nodes != 1:
+        read.problems.append(
+            f"{res}.num_nodes={rm_nodes}: the cluster has one node (cluster.num_nodes=1), and "
+            "the reward model takes GPUs of it (set num_nodes to 1)"
+        )
+    else:
+        tp = read.int("env.reward_model.dtensor_cfg.tensor_parallel_size", 1) or 1
+        cp = read.int("env.reward_model.dtensor_cfg.context_parallel_size", 1) or 1
+        names = f"env.reward_model.dtensor_cfg.tensor_parallel_size={tp} x "
+        names += f"context_parallel_size={cp}"
+        _divides(read, "reward model", rm_nodes * rm_gpus, tp * cp, names)
+    return rm
+
+
+def _env_names(read: _Reader) -> set[str]:
+    """The environments the data sets name (NeMo RL's extract_necessary_env_names)."""
+    names = set()
+    for split in ("data.train", "data.validation", "data.default"):
+        sets = read.lookup(split)
+        for one in sets if isinstance(sets, list) else [sets]:
+            if isinstance(one, dict) and isinstance(one.get("env_name"), str):
+                names.add(one["env_name"])
+    return names
 
 
 def _algorithm(read: _Reader) -> str:
@@ -238,10 +363,11 @@ def _algorithm(read: _Reader) -> str:
 
 
 def _generation(
-    read: _Reader, nodes: int, gpus: int, where: str
+    read: _Reader, nodes: int, gpus: int, where: str, node: str = "the node"
 ) -> tuple[Generation | None, int, int]:
     """Generation's engines, the GPUs left for training, and the nodes generation takes whole
-    (of the policy's `nodes`, which `where` names)."""
+    (of the policy's `nodes`, which `where` names; on one node, of its `gpus`, which `node`
+    names)."""
     total = nodes * gpus
     if not read.has("policy.generation"):
         return None, total, 0  # SFT, DPO, RM: every GPU trains
@@ -265,7 +391,7 @@ def _generation(
                 f"{g}.backend={backend}: PPO runs non-colocated generation only on vllm: "
                 f"set {g}.colocated.enabled=true or use vllm"
             )
-        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus, where)
+        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus, where, node)
     gen_gpus, engines = max(gen_gpus, 0), None
     if backend == "vllm":
         engines = _vllm_checks(read, gen_gpus, tp, pp, ep)
@@ -384,8 +510,9 @@ def _sglang_checks(read: _Reader, gpus: int, gpus_per_node: int) -> None:
         )
 
 
-def _split(read: _Reader, nodes: int, gpus: int, where: str) -> tuple[int, int, int]:
-    """Non-colocated: (training GPUs, generation GPUs, generation's whole nodes)."""
+def _split(read: _Reader, nodes: int, gpus: int, where: str, node: str) -> tuple[int, int, int]:
+    """Non-colocated: (training GPUs, generation GPUs, generation's whole nodes); on one node,
+    `node` names its GPUs the policy has."""
     res = "policy.generation.colocated.resources"
     res_gpus = read.int(f"{res}.gpus_per_node", None)
     res_nodes = read.int(f"{res}.num_nodes", None)
@@ -404,7 +531,7 @@ def _split(read: _Reader, nodes: int, gpus: int, where: str) -> tuple[int, int, 
             return total, 0, 0
         if gpus - res_gpus <= 0:
             read.problems.append(
-                f"{res}.gpus_per_node={res_gpus} takes all {gpus} GPUs of the node: "
+                f"{res}.gpus_per_node={res_gpus} takes all {gpus} GPUs of {node}: "
                 "none are left for training"
             )
         return max(gpus - res_gpus, 0), res_gpus, 0

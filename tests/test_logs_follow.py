@@ -1,0 +1,94 @@
+"""`logs -f` of a job Slurm no longer knows (sacct purged it, or the site keeps no accounting):
+it exits with the end the job's log dir records (ENDED, exit_code), or, with none recorded,
+says so in one line and exits 4, never 1 (a bug's code).
+
+Slurm is the fakes of tests/fakes.py (alone on PATH): squeue, sacct and scontrol answer that
+they do not know the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.errors import ExitCode
+from nrl_launch.jobs import query
+from tests.conftest import Cli
+from tests.fakes import FakeSlurm, install
+from tests.test_cli_commands import save
+
+INVALID = "slurm_load_jobs error: Invalid job id specified\n"
+
+
+@pytest.fixture
+def forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Job 41's record and log dir (its driver printed one line); Slurm knows nothing of it."""
+    fake: FakeSlurm = install(tmp_path, monkeypatch)
+    fake.answer("squeue", stderr=INVALID, code=1)
+    fake.answer("sacct", stdout="")  # accounting has purged it
+    fake.answer("scontrol", stderr=INVALID, code=1)
+    log_dir = save(tmp_path, "41")
+    log_dir.mkdir(parents=True)
+    (log_dir / "ray-driver.log").write_text("step 1\n")
+    return log_dir
+
+
+@pytest.mark.parametrize(
+    ("files", "code", "says"),
+    [
+        ({"ENDED": "driver exited with code 0\n"}, 0, "driver exited with code 0 (exit code 0)"),
+        ({"ENDED": "driver exited with code 3\n"}, 3, "driver exited with code 3 (exit code 3)"),
+        # A plain or local job's script writes its exit code: that is the job's.
+        ({"ENDED": "the head ended with exit code 7\n", "exit_code": "7\n"}, 7, "(exit code 7)"),
+        ({"ENDED": "the head ended with exit code 9\n", "exit_code": "143\n"}, 143, "code 143"),
+        # `nrl-launch stop` ends a job well.
+        ({"ENDED": "stop requested by alice with nrl-launch stop\n"}, 0, "stop requested"),
+        # Any other recorded end is a failure (or Slurm stopping the job), as Slurm would say.
+        (
+            {"ENDED": "the Ray head on node0 exited\n"},
+            1,
+            "the Ray head on node0 exited (exit code 1)",
+        ),
+    ],
+    ids=["completed", "driver-failed", "exit-code-file", "exit-code-file-wins", "stop", "other"],
+)
+def test_logs_follow_exits_with_the_end_the_log_dir_records(
+    cli: Cli, forgotten: Path, files: dict[str, str], code: int, says: str
+) -> None:
+    for name, text in files.items():
+        (forgotten / name).write_text(text)
+    result = cli("logs", "41", "-f")
+    assert (result.code, result.out) == (code, "step 1\n"), result.err
+    assert result.err.startswith(
+        "nrl-launch: note: Slurm no longer knows job 41; its log dir says it ended: "
+    ), result.err
+    assert says in result.err
+
+
+def test_logs_follow_of_a_job_with_no_recorded_end_says_so_and_exits_4(
+    cli: Cli, forgotten: Path
+) -> None:
+    result = cli("logs", "41", "-f")
+    assert (result.code, result.out) == (ExitCode.NOT_FOUND, "step 1\n"), result.err
+    assert result.err == (
+        "nrl-launch: error: Slurm no longer knows job 41 (its accounting may have been purged) "
+        f"and its log dir {forgotten} records no end (no ENDED): how it ended is unknown\n"
+    )
+
+
+def test_recorded_end_reads_exit_code_then_ended(tmp_path: Path) -> None:
+    assert query.recorded_end(tmp_path) is None
+    (tmp_path / "exit_code").write_text("not a number\n")
+    assert query.recorded_end(tmp_path) is None
+    (tmp_path / "ENDED").write_text("the head step ended with exit code 2\n")
+    assert query.recorded_end(tmp_path) == (2, "the head step ended with exit code 2")
+    (tmp_path / "ENDED").write_text("a worker step ended (exit 3) while the head was running\n")
+    assert query.recorded_end(tmp_path) == (
+        1,
+        "a worker step ended (exit 3) while the head was running",
+    )
+    (tmp_path / "exit_code").write_text("0\n")
+    assert query.recorded_end(tmp_path) == (
+        0,
+        "a worker step ended (exit 3) while the head was running",
+    )
