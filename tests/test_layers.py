@@ -77,10 +77,9 @@ def test_ray_debug_legacy_is_ray_sub_s_external_debugger_other_values_are_ray_s(
     ("name", "value", "says"),
     [
         ("RAY_SUB_DEBUG_ENV", "1", "never prints the job's environment"),
-        ("DEDICATED_RAY_HEAD", "1", "cannot yet run the Ray head on a node of its own"),
+        ("DEDICATED_RAY_HEAD", "yes", "must be 0 or 1, as for ray.sub"),
+        ("DEDICATED_RAY_HEAD", "2", "must be 0 or 1, as for ray.sub"),
         ("NRL_DEDICATED_RAY_HEAD", "1", "no node would offer its GPUs"),
-        ("SANDBOX_CONTAINER", "nvcr.io/nvidia/nemo-skills-sandbox", "sandbox sidecar"),
-        ("SANDBOX_COMMAND", "/start-with-nginx.sh", "sandbox sidecar"),
     ],
 )
 def test_a_ray_sub_variable_nrl_launch_does_not_take_is_refused_not_ignored(
@@ -103,6 +102,24 @@ def test_ray_sub_s_own_defaults_are_not_refused(
 ) -> None:
     monkeypatch.setenv(name, value)
     assert show(cli)["spec"]["ray"]["external_debugger"] is False
+    assert show(cli)["spec"]["ray"]["dedicated_head"] is False
+
+
+@pytest.mark.parametrize(("value", "head"), [("1", True), ("0", False)])
+def test_dedicated_ray_head_is_ray_dedicated_head(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str, head: bool
+) -> None:
+    """ray.sub's DEDICATED_RAY_HEAD over a job file; --nodes keeps counting the GPU nodes (with
+    ray.sub it counted the head too: a warning says so)."""
+    job = write(tmp_path / "j.yaml", f"ray: {{dedicated_head: {str(not head).lower()}}}\n")
+    monkeypatch.setenv("DEDICATED_RAY_HEAD", value)
+    result = cli("config", "show", "--json", "--interactive", "-f", str(job), "--nodes", "2")
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["spec"]["ray"]["dedicated_head"] is head
+    assert shown["sources"]["ray.dedicated_head"] == "env DEDICATED_RAY_HEAD"
+    assert ("3 nodes in all" in result.err) is head
+    assert ("unlike with ray.sub, --nodes counts only the GPU nodes (2)" in result.err) is head
 
 
 def test_cli_flags_over_ray_sub_env(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -200,3 +200,49 @@ def _assert_node1_marked(log_dir: Path) -> None:
 def _node_functions_text() -> str:
     script = slurm.plan(spec(slurm={"nodes": 2, "gpus_per_node": 8})).script
     return script[: script.rindex("\ncase ${1:-} in")]
+
+
+def test_a_worker_whose_raylet_dies_before_it_joins_retries_at_once(tmp_path: Path) -> None:
+    """Ray's raylet aborts when its agents are slow to come up, and `ray start` would wait 30 s
+    more for it: the worker sees the raylet gone, stops that `ray start`, says so, and joins on
+    a later attempt."""
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    # A process whose name is `raylet` (a script's name is its process name), gone in 3 s.
+    (bin_dir / "raylet").write_text("#!/bin/bash\nsleep 3\n")
+    (bin_dir / "ray").write_text(
+        "#!/bin/bash\n"
+        "[[ $1 == start ]] || exit 0\n"
+        'n=$(($(cat "$STATE/attempts" 2>/dev/null || echo 0) + 1)); echo $n >"$STATE/attempts"\n'
+        # The first attempt's raylet dies and `ray start` hangs on; the second joins.
+        'if ((n == 1)); then "$BIN/raylet" & sleep 60; exit 1; fi\n'
+        'echo "Ray runtime started."; sleep 60\n'
+    )
+    for tool in ("raylet", "ray"):
+        (bin_dir / tool).chmod(0o755)
+    log = tmp_path / "ray-worker-1.log"
+    log.touch()
+    probe = (
+        "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8 NRL_NODE_CPUS=4\n"
+        "NRL_RESOURCES={} NRL_HEAD_IP=127.0.0.1 NRL_RAY_AUTH=token\n"
+        "NRL_HEAD_START_TIMEOUT=60 NRL_JOIN_TIMEOUT=60\n"
+        # The job ends once this node has joined: the worker then stops Ray and exits 0.
+        "(until [[ -e $NRL_LOG_DIR/joined/1 ]]; do sleep 0.1; done\n"
+        ' echo done >"$NRL_LOG_DIR/ENDED") &\n'
+        'run_worker >>"$NRL_NODE_LOG" 2>&1\n'
+    )
+    done = _node_functions(
+        probe,
+        tmp_path,
+        str(log),
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        BIN=str(bin_dir),
+        STATE=str(state),
+    )
+    assert done.returncode == 0, log.read_text() + done.stderr
+    text = log.read_text()
+    assert "the raylet exited before this node joined" in text, text
+    assert "(attempt 2)" in text and "(attempt 3)" not in text, text
+    assert (state / "attempts").read_text() == "2\n"
+    _assert_node1_marked(tmp_path)

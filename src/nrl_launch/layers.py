@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from nrl_launch import paths
 from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
+from nrl_launch.spec_sandbox import RAY_SUB_SANDBOX_ENV, ray_sub_sandbox_env
 from nrl_launch.storage import node_local_root
 
 __all__ = [
@@ -66,12 +67,13 @@ RAY_SUB_ENV: dict[str, str] = {
     # Only its value `legacy` is ray.sub's (Ray's external debugger); other values are Ray's own
     # and reach the job as they are.
     "RAY_DEBUG": "ray.external_debugger",
+    # 1 or 0, as ray.sub checks it. Unlike ray.sub, the head is a node more than slurm.nodes.
+    "DEDICATED_RAY_HEAD": "ray.dedicated_head",
+    # The sandbox's: read by spec_sandbox.ray_sub_sandbox_env, only with both SANDBOX_CONTAINER
+    # and SANDBOX_COMMAND set (as ray.sub).
+    **RAY_SUB_SANDBOX_ENV,
 }
 
-_NO_SANDBOX = (
-    "nrl-launch cannot yet run ray.sub's sandbox sidecar; unset SANDBOX_CONTAINER and "
-    "SANDBOX_COMMAND"
-)
 # ray.sub variables nrl-launch does not take, each refused with the reason when set to what
 # would change the job: (the values that are fine, what to do instead).
 RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
@@ -80,17 +82,11 @@ RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
         "nrl-launch never prints the job's environment (it holds secrets); see it with "
         "`nrl-launch attach JOB -- env`, and unset RAY_SUB_DEBUG_ENV",
     ),
-    "DEDICATED_RAY_HEAD": (
-        ("", "0"),
-        "nrl-launch cannot yet run the Ray head on a node of its own; unset DEDICATED_RAY_HEAD",
-    ),
     "NRL_DEDICATED_RAY_HEAD": (
         ("",),
         "this is ray.sub's own variable for its head node; set in your shell it would reach "
         "every node, and no node would offer its GPUs; unset it",
     ),
-    "SANDBOX_CONTAINER": (("",), _NO_SANDBOX),
-    "SANDBOX_COMMAND": (("",), _NO_SANDBOX),
 }
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
@@ -218,7 +214,7 @@ def env_settings(environ: Mapping[str, str]) -> list[Setting]:
     settings = []
     for name, key in RAY_SUB_ENV.items():
         value = environ.get(name)
-        if not value:
+        if not value or name in RAY_SUB_SANDBOX_ENV:
             continue
         parsed: Any = value
         if name == "MOUNTS":
@@ -229,7 +225,21 @@ def env_settings(environ: Mapping[str, str]) -> list[Setting]:
             if value != "legacy":
                 continue
             parsed = True
+        elif name == "DEDICATED_RAY_HEAD":
+            if value not in ("0", "1"):
+                raise ConfigError(
+                    [
+                        f"environment variable {name}={value!r}: must be 0 or 1, as for ray.sub "
+                        "(or set ray.dedicated_head, --dedicated-head)"
+                    ]
+                )
+            parsed = value == "1"
         settings.append(Setting(key, parsed, f"env {name}"))
+    try:
+        sandbox = ray_sub_sandbox_env(environ)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    settings += [Setting(key, value, f"env {name}") for name, key, value in sandbox]
     return settings
 
 
@@ -376,6 +386,12 @@ def warnings(resolved: Resolved) -> list[str]:
             f"ray.sub variables set in your shell are used: {used}; unset them if they are "
             "not meant for this job"
         )
+    if spec.ray.dedicated_head and sources.get("ray.dedicated_head") == "env DEDICATED_RAY_HEAD":
+        found.append(
+            f"DEDICATED_RAY_HEAD=1: the Ray head gets a node of its own beyond slurm.nodes, "
+            f"{spec.allocated_nodes} nodes in all; unlike with ray.sub, --nodes counts only the "
+            f"GPU nodes ({spec.slurm.nodes}), so keep cluster.num_nodes as it was"
+        )
     # Only where no one chose to run without a container (pull does, whatever the profile says).
     chosen = sources.get("container.runtime", DEFAULT) != DEFAULT
     if spec.container.mounts and spec.container.runtime == "none" and not chosen:
@@ -383,7 +399,7 @@ def warnings(resolved: Resolved) -> list[str]:
             f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
             "without a container; give --container IMAGE, or drop the mounts"
         )
-    base, nodes = spec.logs.base_dir, spec.slurm.nodes
+    base, nodes = spec.logs.base_dir, spec.allocated_nodes
     root = node_local_root(base) if base.startswith("/") else None
     if nodes > 1 and root is not None:
         found.append(

@@ -36,6 +36,7 @@ from nrl_launch.spec_fields import (
     reserved_env_name,
     slurm_time_minutes,
 )
+from nrl_launch.spec_sandbox import SandboxSpec, check_sandbox
 
 __all__ = [
     "DEFAULT_DRIVERS",
@@ -52,6 +53,7 @@ __all__ = [
     "RayPorts",
     "RaySpec",
     "RayTimeouts",
+    "SandboxSpec",
     "SlurmSpec",
     "reserved_env_name",
     "slurm_time_minutes",
@@ -238,6 +240,9 @@ class RaySpec(_Spec):
     # ray.sub's RAY_LOG_SYNC_FREQUENCY: every N seconds each node copies its Ray session logs
     # (and nsight profiles) into <log dir>/ray/<node>/, and once more at the job's end.
     log_sync_s: int | None = Field(default=None, ge=1)
+    # ray.sub's DEDICATED_RAY_HEAD=1: one more node than slurm.nodes (the GPU nodes) runs the Ray
+    # head and the driver, offering Ray no GPUs (they stay idle), so no GPU actor lands there.
+    dedicated_head: bool = False
 
 
 class LeptonMount(_Spec):
@@ -426,6 +431,8 @@ class LaunchSpec(_Spec):
     driver: DriverSpec = DriverSpec()
     nemo_rl: NemoRLSpec = NemoRLSpec()
     lepton: LeptonSpec = LeptonSpec()
+    # ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND: a sandbox beside Ray on every node.
+    sandbox: SandboxSpec | None = None
 
     @field_validator("secrets", mode="before")
     @classmethod
@@ -443,6 +450,11 @@ class LaunchSpec(_Spec):
     @property
     def optional_secrets(self) -> list[str]:
         return sorted(n for n, need in self.secrets.items() if need == "optional")
+
+    @property
+    def allocated_nodes(self) -> int:
+        """The nodes the job allocates: slurm.nodes (its GPU nodes), and its dedicated Ray head."""
+        return self.slurm.nodes + (1 if self.ray.dedicated_head else 0)
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:
@@ -472,6 +484,11 @@ class LaunchSpec(_Spec):
                 f"slurm.nodes: the local backend runs one node on this machine, not "
                 f"{self.slurm.nodes}; use --nodes 1, or --backend slurm"
             )
+        if self.backend == "local" and self.ray.dedicated_head:
+            raise ValueError(
+                "ray.dedicated_head: the local backend runs one node on this machine, the head "
+                "with its GPUs; drop --dedicated-head, or use --backend slurm"
+            )
         if self.backend == "local" and self.container.runtime != "none":
             raise ValueError(
                 "container.runtime: the local backend runs without a container (pyxis is a Slurm "
@@ -480,6 +497,7 @@ class LaunchSpec(_Spec):
         if self.backend == "lepton":
             _check_lepton(self)
         _check_worker_ports(self.ray.ports, self.slurm.gpus_per_node)
+        check_sandbox(self)
         if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
             raise ValueError(
                 f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
@@ -530,6 +548,11 @@ def _check_lepton(spec: LaunchSpec) -> None:
     """What a job needs to run on Lepton: where (shape, node group), its image, and a log dir
     on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
     lepton, name = spec.lepton, spec.slurm.job_name
+    if spec.ray.dedicated_head:
+        raise ValueError(
+            "ray.dedicated_head: not on lepton (its workers are all of one GPU shape); drop "
+            "--dedicated-head, or use --backend slurm"
+        )
     for key in ("resource_shape", "node_group"):
         if getattr(lepton, key) is None:
             raise ValueError(f"lepton.{key}: backend lepton needs it (see `lep node list`)")

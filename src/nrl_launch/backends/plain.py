@@ -31,6 +31,10 @@ def plan(
 
     `remove_first` is a file the job removes just before the command starts (pull --force).
     """
+    if spec.ray.dedicated_head:
+        # No Ray, so no head to give a node of its own: the command runs on slurm.nodes nodes.
+        ray = spec.ray.model_copy(update={"dedicated_head": False})
+        spec = spec.model_copy(update={"ray": ray})
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
     script = render(
         TEMPLATE,

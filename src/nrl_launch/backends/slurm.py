@@ -60,7 +60,8 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
     s = spec.slurm
     flags = [
         f"--job-name={s.job_name}",
-        f"--nodes={s.nodes}",
+        # slurm.nodes are the GPU nodes; a dedicated Ray head is one node more.
+        f"--nodes={spec.allocated_nodes}",
         "--ntasks-per-node=1",
         f"--time={s.time}",
         # Secrets travel by name, in the environment sbatch exports: never leave it to a

@@ -29,6 +29,7 @@ __all__ = [
     "Constraint",
     "Container",
     "ContainerRuntime",
+    "DedicatedHead",
     "DriverCommand",
     "DryRun",
     "Envs",
@@ -180,6 +181,15 @@ BackendName = Annotated[
 Nodes = Annotated[
     int | None, _option("-N", "--nodes", help="Nodes to allocate.", panel=_SLURM, metavar="N")
 ]
+DedicatedHead = Annotated[
+    bool,
+    _option(
+        "--dedicated-head",
+        help="Run the Ray head and the driver on a node of their own, one more than --nodes "
+        "(the GPU nodes); its GPUs stay idle.",
+        panel=_SLURM,
+    ),
+]
 GpusPerNode = Annotated[
     int | None, _option("--gpus-per-node", help="GPUs per node.", panel=_SLURM, metavar="N")
 ]
@@ -322,6 +332,7 @@ DriverCommand = Annotated[
 _KEYED = {
     "backend": ("backend", "--backend"),
     "nodes": ("slurm.nodes", "--nodes"),
+    "dedicated_head": ("ray.dedicated_head", "--dedicated-head"),
     "gpus_per_node": ("slurm.gpus_per_node", "--gpus-per-node"),
     "time": ("slurm.time", "--time"),
     "account": ("slurm.account", "--account"),
@@ -346,6 +357,7 @@ def job_flags(
     set_: list[str] | None = None,
     backend: str | None = None,
     nodes: int | None = None,
+    dedicated_head: bool = False,
     gpus_per_node: int | None = None,
     time: str | None = None,
     account: str | None = None,
@@ -372,6 +384,7 @@ def job_flags(
     keyed = {
         "backend": backend,
         "nodes": nodes,
+        "dedicated_head": dedicated_head or None,  # a switch: set only when given
         "gpus_per_node": gpus_per_node,
         "time": time,
         "account": account,

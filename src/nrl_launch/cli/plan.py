@@ -11,6 +11,7 @@ from nrl_launch.cli.options import (
     Constraint,
     Container,
     ContainerRuntime,
+    DedicatedHead,
     DriverCommand,
     Envs,
     Exclude,
@@ -52,6 +53,7 @@ def plan(
     set_: Sets = None,
     backend: BackendName = None,
     nodes: Nodes = None,
+    dedicated_head: DedicatedHead = False,
     gpus_per_node: GpusPerNode = None,
     time: Time = None,
     account: Account = None,
@@ -101,11 +103,14 @@ def plan(
 def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
     from dataclasses import asdict
 
+    head = prepared.spec.ray.dedicated_head
     return {
         "config": prepared.config,
         "overrides": list(prepared.overrides),
         "injected_overrides": list(prepared.injected),
         "nodes": layout.nodes,
+        "dedicated_head": head,
+        "slurm_nodes": layout.nodes + (1 if head else 0),
         "gpus_per_node": layout.gpus_per_node,
         "cluster_nodes": layout.cluster_nodes,
         "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
@@ -114,21 +119,30 @@ def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
         "training": asdict(layout.training) if layout.training else None,
         "generation": asdict(layout.generation) if layout.generation else None,
         "teachers": [asdict(teacher) for teacher in layout.teachers],
-        "layout": [asdict(role) for role in layout.nodes_layout],
+        "reward_model": asdict(layout.reward_model) if layout.reward_model else None,
+        "layout": [asdict(role) for role in _node_roles(prepared, layout)],
         "problems": list(prepared.problems),
         "notes": list(prepared.notes),
         "warnings": list(prepared.warnings),
         "driver": list(prepared.spec.driver.command or []),
+        "sandbox": sandbox.model_dump(mode="json") if (sandbox := prepared.spec.sandbox) else None,
     }
 
 
 def _as_text(prepared: Prepared, layout: Layout) -> str:
     overrides = prepared.overrides
     total = layout.nodes * layout.gpus_per_node
+    gpu_nodes = f"{layout.nodes} node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
+    if prepared.spec.ray.dedicated_head:
+        # Slurm gives the head the GPUs of every node: say that they are not used.
+        gpu_nodes = (
+            f"{layout.nodes + 1} Slurm nodes: 1 CPU Ray head (its GPUs idle) + {layout.nodes} "
+            f"GPU node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
+        )
     lines = [
         f"Config:      {prepared.config}"
         + (f" + {len(overrides)} override(s)" if overrides else ""),
-        f"Allocation:  {layout.nodes} node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
+        f"Allocation:  {gpu_nodes}"
         f" (cluster.num_nodes={layout.cluster_nodes}"
         + "".join(f", + {n} {why}" for n, why in layout.extra_nodes)
         + ")",
@@ -140,24 +154,45 @@ def _as_text(prepared: Prepared, layout: Layout) -> str:
     else:
         lines.append("Generation:  none (every GPU trains)")
     lines += [f"Teacher:     {teacher.describe()}" for teacher in layout.teachers]
+    if layout.reward_model:
+        lines.append(f"Reward:      {layout.reward_model.describe()} (env.reward_model)")
     lines += ["", f"{'NODE':<6}{'ROLE':<22}{'TRAINING':<10}GENERATION"]
     lines += [
         f"{nodes:<6}{r.role:<22}{r.training_gpus:<10}{r.generation_gpus}"
-        for nodes, r in _runs(layout)
+        for nodes, r in _runs(_node_roles(prepared, layout))
     ]
     lines += [f"Note:        {note}" for note in prepared.notes]
     if prepared.spec.driver.command:
         from nrl_launch.shell import join
 
         lines += ["", f"Driver:      {join(prepared.spec.driver.command)}"]
+    if sandbox := prepared.spec.sandbox:
+        from nrl_launch.shell import join
+
+        lines.append(
+            f"Sandbox:     {join(sandbox.command)} on every node, "
+            f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
+        )
     lines += ["", "Fits." if not prepared.problems else f"{len(prepared.problems)} problem(s):"]
     return "\n".join(lines)
 
 
-def _runs(layout: Layout) -> list[tuple[str, NodeRole]]:
+def _node_roles(prepared: Prepared, layout: Layout) -> list[NodeRole]:
+    """What each Slurm node of the job does, by its index in the job (as attach and logs name
+    it): with a dedicated head, node 0 is the head and the GPU nodes follow it."""
+    if not prepared.spec.ray.dedicated_head:
+        return list(layout.nodes_layout)
+    from dataclasses import replace
+
+    from nrl_launch.nemorl.layout import NodeRole
+
+    head = NodeRole(0, "ray-head", 0, 0)
+    return [head, *(replace(role, node=role.node + 1) for role in layout.nodes_layout)]
+
+
+def _runs(roles: list[NodeRole]) -> list[tuple[str, NodeRole]]:
     """Nodes with the same role as one row ("0-31"): a 32-node layout stays readable."""
     rows: list[tuple[str, NodeRole]] = []
-    roles = list(layout.nodes_layout)
     start = 0
     for i, role in enumerate(roles):
         last = i + 1 == len(roles)

@@ -44,6 +44,8 @@ _FIXED = {
     "container.runtime": "none",
     "container.image": None,
     "driver.workdir": None,
+    # A profile's sandbox serves Ray jobs: an import has none.
+    "sandbox": None,
 }
 # Defaults of pull's own, over the profile's: a training profile's exclusive node is wasted on
 # an import. Flags and --set still change them.

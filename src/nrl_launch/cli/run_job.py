@@ -115,6 +115,11 @@ def run(
     # The command comes after --, or from a job file's driver.command.
     if spec.driver.command is None:
         raise UsageError("no command: give it after --, e.g. nrl-launch run --nodes 2 -- hostname")
+    if spec.sandbox is not None:
+        raise UsageError(
+            f"sandbox (from {resolved.sources.get('sandbox.command')}): run starts no Ray job for "
+            "a sandbox to serve; drop it for run (--set sandbox=null), or submit a Ray job"
+        )
     backend = backends.get(spec.backend)
     if not backend.slurm_cluster:
         raise UsageError(

@@ -85,7 +85,8 @@ def launch(
         job_id=submitted.job_id,
         backend=spec.backend,
         job_name=spec.slurm.job_name,
-        nodes=spec.slurm.nodes,
+        # A plain job (`run`, `pull`) starts no Ray and so has no dedicated head.
+        nodes=spec.allocated_nodes if kind == "ray" else spec.slurm.nodes,
         submitted_at=time.time(),
         submit_dir=str(cwd),
         log_dir=str(base.resolve() / f"{submitted.job_id}-logs"),

@@ -48,7 +48,7 @@ class JobRecord(BaseModel):
     job_id: str
     backend: Literal["slurm", "local", "lepton"]
     job_name: str
-    nodes: int
+    nodes: int  # the allocation's: slurm.nodes, plus a Ray job's dedicated head (node 0)
     submitted_at: float
     submit_dir: str
     log_dir: str  # <base>/<JOBID>-logs; a requeued run writes <base>/<JOBID>-<N>-logs beside it

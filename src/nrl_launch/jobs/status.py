@@ -46,6 +46,7 @@ class LogView:
     nodes_expected: int | None = None
     gpus: int | None = None
     gpus_expected: int | None = None
+    dedicated_head: bool = False  # node 0 is a CPU head: the GPU nodes are the others
     driver_started: bool = False
     command_started: bool = False  # a plain job's command, on node 0
     ended: str | None = None
@@ -113,6 +114,7 @@ def read_log_dir(log_dir: Path) -> LogView:
         nodes_expected=readiness.get("nodes_expected"),
         gpus=readiness.get("gpus"),
         gpus_expected=readiness.get("gpus_expected"),
+        dedicated_head=readiness.get("dedicated_head") == 1,
         driver_started="driver_started " in timeline,
         command_started="command_started " in timeline,
         ended=ended,
@@ -155,9 +157,11 @@ def _ray_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
     if not logs.head_up:
         return Phase.STARTING, "starting the Ray head"
     joined, expected = logs.nodes or 0, logs.nodes_expected or nodes
+    # Every node of the allocation counts; a dedicated head is named, as its GPUs are not.
+    head = f" (1 CPU head + {expected - 1} GPU nodes)" if logs.dedicated_head else ""
     if joined < expected or not logs.driver_started:
         gpus = f", {logs.gpus}/{logs.gpus_expected} GPUs" if logs.gpus_expected else ""
         if joined < expected:
-            return Phase.JOINING, f"{joined}/{expected} nodes joined{gpus}"
-        return Phase.RUNNING, f"all {expected} nodes joined{gpus}"
-    return Phase.RUNNING, f"driver running on {expected} node(s)"
+            return Phase.JOINING, f"{joined}/{expected} nodes joined{head}{gpus}"
+        return Phase.RUNNING, f"all {expected} nodes joined{head}{gpus}"
+    return Phase.RUNNING, f"driver running on {expected} node(s){head}"

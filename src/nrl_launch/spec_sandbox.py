@@ -1,0 +1,267 @@
+"""The sandbox sidecar of a job (`sandbox:`): ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND.
+
+One sandbox per node, in a Slurm step of its own beside Ray's (NeMo Skills' code execution, which
+NeMo Gym's resource servers call on 127.0.0.1). It listens on `port` (nginx, in NeMo Skills'
+image) and starts its workers from `base_port` up: that band is reserved for it, and no Ray port
+of the job may fall in it. The head starts the driver only once every node's sandbox answers.
+
+`spec.py` holds the field (`LaunchSpec.sandbox`) and calls `check_sandbox` from its cross-section
+check; `layers.py` reads ray.sub's variables through `ray_sub_sandbox_env`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text
+
+if TYPE_CHECKING:
+    from nrl_launch.spec import LaunchSpec
+
+__all__ = [
+    "DEFAULT_SANDBOX_BASE_PORT",
+    "DEFAULT_SANDBOX_PORT",
+    "RAY_SUB_SANDBOX_ENV",
+    "SANDBOX_WORKER_PORTS",
+    "SandboxSpec",
+    "check_sandbox",
+    "ray_sub_sandbox_env",
+]
+
+DEFAULT_SANDBOX_PORT = 6000  # ray.sub's NEMO_SKILLS_SANDBOX_PORT: NeMo Skills' nginx
+DEFAULT_SANDBOX_BASE_PORT = 6001  # ray.sub's SANDBOX_BASE_PORT: its first uWSGI worker
+# Ports reserved for the sandbox's workers from base_port up: ray.sub's band 6001-6999. NeMo
+# Skills starts one worker per CPU thread (6001-6224 on a 224-thread node) and moves a worker
+# that finds its port taken up by 200 at a time.
+SANDBOX_WORKER_PORTS = 999
+
+# What the sandbox's command finds in its environment, under ray.sub's names (NeMo Skills'
+# start-with-nginx.sh reads them): set by the job, never by sandbox.env.
+_SET_BY_JOB = {
+    "NGINX_PORT": "sandbox.port",
+    "SANDBOX_WORKER_BASE_PORT": "sandbox.base_port",
+    "SANDBOX_PORTS_DIR": "the job (<log dir>/sandbox)",
+}
+
+# ray.sub's sandbox variables and their keys. CONTAINER and COMMAND turn the sandbox on; the
+# others mean something only with them (ray.sub ignores them otherwise, and so does nrl-launch:
+# NEMO_SKILLS_SANDBOX_PORT then reaches the job as it is, through sbatch's --export=ALL).
+RAY_SUB_SANDBOX_ENV: dict[str, str] = {
+    "SANDBOX_CONTAINER": "sandbox.image",
+    "SANDBOX_COMMAND": "sandbox.command",
+    "SANDBOX_EXTRA_MOUNTS": "sandbox.mounts",
+    "SANDBOX_ENV_VARS": "sandbox.env",
+    "NEMO_SKILLS_SANDBOX_PORT": "sandbox.port",
+    "SANDBOX_BASE_PORT": "sandbox.base_port",
+}
+
+
+def _mount(value: Any) -> Any:
+    """A mount as container.mounts takes it (SRC:DST[:FLAGS]), kept as that text."""
+    from nrl_launch.spec import Mount  # spec.py imports this module: not at its top
+
+    try:
+        return str(Mount.model_validate(value))
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise ValueError(message) from None
+
+
+class SandboxSpec(BaseModel):
+    """One sandbox per node of the job, started before Ray, in a container of its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    # A registry reference or a .sqsh path (pyxis imports it). None: the command runs on the
+    # node itself, in a job without a container (container.runtime none).
+    image: NonEmpty | None = None
+    # An argv list, as driver.command; ray.sub's SANDBOX_COMMAND (a shell string) is bash -c.
+    command: tuple[Text, ...]
+    # Extra mounts of the sandbox's container (the job's container.mounts are not its own);
+    # the log dir is always mounted.
+    mounts: tuple[Annotated[str, BeforeValidator(_mount)], ...] = ()
+    env: dict[EnvName, Annotated[Text, BeforeValidator(as_text)]] = {}
+    port: Port = DEFAULT_SANDBOX_PORT
+    base_port: Port = DEFAULT_SANDBOX_BASE_PORT
+    # How long each node's sandbox may take to answer on `port` once its command starts.
+    ready_timeout_s: int = Field(default=300, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _has_command(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("command") is None:
+            raise ValueError(
+                "no command: give the command each node's sandbox runs, e.g. "
+                "[/start-with-nginx.sh] (ray.sub's SANDBOX_COMMAND)"
+            )
+        return data
+
+    @field_validator("command")
+    @classmethod
+    def _nonempty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value or not value[0]:
+            raise ValueError("must be a non-empty argv list, e.g. [/start-with-nginx.sh]")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _not_the_job_s(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in sorted(set(value) & set(_SET_BY_JOB)):
+            raise ValueError(f"the job sets {name} from {_SET_BY_JOB[name]}; set that instead")
+        return value
+
+    @model_validator(mode="after")
+    def _band(self) -> SandboxSpec:
+        last = self.base_port + SANDBOX_WORKER_PORTS - 1
+        if last > 65535:
+            raise ValueError(
+                f"sandbox.base_port: {self.base_port} leaves no room for the sandbox's "
+                f"{SANDBOX_WORKER_PORTS} worker ports (up to 65535): at most "
+                f"{65536 - SANDBOX_WORKER_PORTS}"
+            )
+        if self.base_port <= self.port <= last:
+            raise ValueError(
+                f"sandbox.port: {self.port} lies in the sandbox's worker ports "
+                f"{self.base_port}-{last} (sandbox.base_port and the {SANDBOX_WORKER_PORTS} "
+                "after it); move one of them"
+            )
+        return self
+
+    def ports(self) -> str:
+        """The ports the sandbox holds on every node, as a user reads them: 6000, 6001-6999."""
+        return f"{self.port}, {self.base_port}-{self.base_port + SANDBOX_WORKER_PORTS - 1}"
+
+
+def _ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
+    """Every port Ray opens on a node, as (key, first, last)."""
+    ports = spec.ray.ports
+    found = [
+        (f"ray.ports.{name}", port, port)
+        for name, port in ports.model_dump().items()
+        if name not in ("worker_min", "worker_max")
+    ]
+    found.append(("ray.ports.worker_min..worker_max", ports.worker_min, ports.worker_max))
+    return found
+
+
+def check_sandbox(spec: LaunchSpec) -> None:
+    """The sandbox against the rest of the job: its backend, its image and the Ray ports.
+
+    Raises:
+        ValueError: one line naming the keys, and what is accepted.
+    """
+    sandbox = spec.sandbox
+    if sandbox is None:
+        return
+    if spec.backend != "slurm":
+        raise ValueError(
+            f"sandbox: backend {spec.backend} cannot run a sandbox beside Ray (it runs one per "
+            "Slurm node, in a step of its own); use --backend slurm, or drop the sandbox section"
+        )
+    if sandbox.image is None and spec.container.runtime != "none":
+        raise ValueError(
+            "sandbox.image is not set: the job runs in a container, and so does its sandbox; "
+            "give the sandbox's image (ray.sub's SANDBOX_CONTAINER), a registry reference or a "
+            ".sqsh path"
+        )
+    if "NEMO_SKILLS_SANDBOX_PORT" in spec.env:
+        raise ValueError(
+            "env.NEMO_SKILLS_SANDBOX_PORT: the job sets it to sandbox.port "
+            f"({sandbox.port}) on every node; set sandbox.port instead"
+        )
+    secrets = spec.required_secrets + spec.optional_secrets
+    for name in sorted(set(sandbox.env) & set(secrets)):
+        raise ValueError(
+            f"sandbox.env.{name}: {name} is one of the job's secrets, which travel by name only "
+            "and never reach the sandbox (the code it runs comes from a model); drop it there"
+        )
+    if sandbox.image is not None and any(c in spec.logs.base_dir for c in ",:"):
+        raise ValueError(
+            f"logs.base_dir: {spec.logs.base_dir!r} holds ',' or ':', which pyxis cannot mount "
+            "into the sandbox's container; choose another directory"
+        )
+    last = sandbox.base_port + SANDBOX_WORKER_PORTS - 1
+    ours = (
+        ("sandbox.port", sandbox.port, sandbox.port, f"sandbox.port {sandbox.port}"),
+        (
+            "sandbox.base_port",
+            sandbox.base_port,
+            last,
+            f"the sandbox's worker ports {sandbox.base_port}-{last} (sandbox.base_port and "
+            f"the {SANDBOX_WORKER_PORTS - 1} after it)",
+        ),
+    )
+    for ray_key, first, ray_last in _ray_ports(spec):
+        for key, low, high, what in ours:
+            if low <= ray_last and first <= high:
+                ray = f"{first}" if first == ray_last else f"{first}-{ray_last}"
+                raise ValueError(
+                    f"{key}: {what} overlap {ray_key} ({ray}); the sandbox's ports (now "
+                    f"{sandbox.ports()}) must all be outside Ray's: move one of them"
+                )
+
+
+def ray_sub_sandbox_env(environ: Mapping[str, str]) -> list[tuple[str, str, Any]]:
+    """ray.sub's sandbox variables that are set, as (variable, key, value).
+
+    ray.sub runs its sandbox only when both SANDBOX_CONTAINER and SANDBOX_COMMAND are set; the
+    others are read only then.
+
+    Raises:
+        ValueError: one of the two is set without the other (one line naming both), or
+            SANDBOX_ENV_VARS is not NAME=VALUE words.
+    """
+    container = environ.get("SANDBOX_CONTAINER", "")
+    command = environ.get("SANDBOX_COMMAND", "")
+    if bool(container) != bool(command):
+        given, missing = (
+            ("SANDBOX_CONTAINER", "SANDBOX_COMMAND")
+            if container
+            else ("SANDBOX_COMMAND", "SANDBOX_CONTAINER")
+        )
+        raise ValueError(
+            f"environment variable {given} is set but {missing} is not: ray.sub runs its sandbox "
+            f"only with both; set {missing} too (or sandbox.image and sandbox.command in a job "
+            f"file), or unset {given}"
+        )
+    if not container:
+        return []
+    found: list[tuple[str, str, Any]] = []
+    for name, key in RAY_SUB_SANDBOX_ENV.items():
+        value = environ.get(name, "")
+        if not value:
+            continue  # ray.sub treats empty as unset
+        parsed: Any = value
+        if name == "SANDBOX_COMMAND":
+            parsed = ["bash", "-c", value]  # ray.sub's is a shell string
+        elif name == "SANDBOX_EXTRA_MOUNTS":
+            parsed = [m for m in value.split(",") if m]
+        elif name == "SANDBOX_ENV_VARS":
+            parsed = _env_vars(value)
+        found.append((name, key, parsed))
+    return found
+
+
+def _env_vars(value: str) -> dict[str, str]:
+    """SANDBOX_ENV_VARS: comma-separated NAME=VALUE words, as srun's --export takes them."""
+    pairs = {}
+    for word in (w for w in value.split(",") if w):
+        name, sep, val = word.partition("=")
+        if not sep or not name:
+            raise ValueError(
+                f"environment variable SANDBOX_ENV_VARS={value!r}: {word!r} is not NAME=VALUE "
+                "(comma-separated, as srun --export takes them); or set sandbox.env in a job file"
+            )
+        pairs[name] = val
+    return pairs

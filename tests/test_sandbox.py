@@ -1,0 +1,441 @@
+"""The sandbox sidecar (sandbox:, ray.sub's SANDBOX_* variables): what the spec accepts and
+refuses (one line each, exit 2), what the job script renders, and the node side of the script
+run in a real bash with a small HTTP server as the sandbox (tests/cluster/sandbox_server.py;
+tests/cluster/test_sandbox.py runs whole jobs on the dev cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.backends import slurm
+from nrl_launch.spec_sandbox import SANDBOX_WORKER_PORTS
+from tests.conftest import Cli, shellcheck
+from tests.test_quoting import HOSTILE, spec
+
+SERVER = str(Path(__file__).resolve().parent / "cluster" / "sandbox_server.py")
+SUBMIT = ["render", "--container-runtime", "none", "-o", "job.sbatch"]
+CMD = ["--", "python", "train.py"]
+SANDBOX = ["--set", "sandbox.command=[python3, server.py]"]
+
+
+def show(cli: Cli, *args: str) -> dict:  # type: ignore[type-arg]
+    result = cli("config", "show", "--json", "--interactive", "--container-runtime", "none", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)  # type: ignore[no-any-return]
+
+
+def refused(cli: Cli, *args: str) -> str:
+    """The one error line a render with `args` fails with (exit 2, nothing written)."""
+    result = cli(*SUBMIT, *args, *CMD)
+    assert result.code == 2, result.out + result.err
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    assert not Path("job.sbatch").exists()
+    return result.err
+
+
+# ---- The spec ----
+
+
+def test_defaults_are_ray_sub_s(cli: Cli) -> None:
+    sandbox = show(cli, *SANDBOX)["spec"]["sandbox"]
+    assert sandbox == {
+        "image": None,
+        "command": ["python3", "server.py"],
+        "mounts": [],
+        "env": {},
+        "port": 6000,
+        "base_port": 6001,
+        "ready_timeout_s": 300,
+    }
+    assert show(cli)["spec"]["sandbox"] is None
+
+
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        # Each Ray port against the sandbox's port and against its worker band.
+        (["sandbox.port=1200"], "sandbox.port: sandbox.port 1200 overlap ray.ports.gcs (1200)"),
+        (
+            ["sandbox.port=2500"],
+            "sandbox.port: sandbox.port 2500 overlap ray.ports.worker_min..worker_max (2000-2999)",
+        ),
+        (
+            ["sandbox.base_port=8000"],
+            "sandbox.base_port: the sandbox's worker ports 8000-8998 (sandbox.base_port and the "
+            "998 after it) overlap ray.ports.dashboard (8265)",
+        ),
+        (
+            ["ray.ports.dashboard=6500"],
+            "sandbox.base_port: the sandbox's worker ports 6001-6999 (sandbox.base_port and the "
+            "998 after it) overlap ray.ports.dashboard (6500)",
+        ),
+        (
+            ["ray.ports.worker_min=5000", "ray.ports.worker_max=6000"],
+            "sandbox.port: sandbox.port 6000 overlap ray.ports.worker_min..worker_max (5000-6000)",
+        ),
+        # The sandbox's own port inside its own band.
+        (["sandbox.port=6500"], "sandbox.port: 6500 lies in the sandbox's worker ports 6001-6999"),
+        (["sandbox.base_port=65000"], "leaves no room for the sandbox's 999 worker ports"),
+        (["sandbox.port=0"], "sandbox.port: input should be greater than or equal to 1"),
+        (["sandbox.ready_timeout_s=0"], "sandbox.ready_timeout_s: input should be greater"),
+        (["sandbox.command=[]"], "sandbox.command: must be a non-empty argv list"),
+        (["sandbox.env.NGINX_PORT=7000"], "sandbox.env: the job sets NGINX_PORT from sandbox.port"),
+        (["sandbox.env.SLURM_X=1"], "'SLURM_X' cannot be set: SLURM_X is set by Slurm"),
+        (["sandbox.mounts=[data]"], "'data' must be an absolute path"),
+        (["sandbox.extra=1"], "sandbox.extra: unknown key"),
+        (["env.NEMO_SKILLS_SANDBOX_PORT=6000"], "env.NEMO_SKILLS_SANDBOX_PORT: the job sets it"),
+        # A secret's value would be written into the script, and handed to the model's code.
+        (["sandbox.env.HF_TOKEN=x"], "sandbox.env.HF_TOKEN: HF_TOKEN is one of the job's secrets"),
+    ],
+)
+def test_a_bad_sandbox_value_is_one_line_naming_the_key(
+    cli: Cli, sets: list[str], says: str
+) -> None:
+    args = [word for item in sets for word in ("--set", item)]
+    err = refused(cli, *SANDBOX, *args)
+    assert says in err
+
+
+def test_a_sandbox_needs_its_command(cli: Cli) -> None:
+    err = refused(cli, "--set", "sandbox.port=6100")
+    assert "sandbox: no command: give the command each node's sandbox runs" in err
+
+
+def test_the_sandbox_band_is_what_the_error_says_is_accepted(cli: Cli) -> None:
+    """The band's edges: just outside Ray's worker ports and the dashboard is fine."""
+    last = 8264 - (SANDBOX_WORKER_PORTS - 1)
+    shown = show(cli, *SANDBOX, "--set", "sandbox.port=3000", "--set", f"sandbox.base_port={last}")
+    assert shown["spec"]["sandbox"]["base_port"] == last
+    err = refused(cli, *SANDBOX, "--set", f"sandbox.base_port={last + 1}")
+    assert "overlap ray.ports.dashboard (8265)" in err
+
+
+def test_a_container_job_s_sandbox_needs_an_image(cli: Cli) -> None:
+    result = cli("render", "--container", "/images/rl.sqsh", "-o", "job.sbatch", *SANDBOX, *CMD)
+    assert result.code == 2
+    assert "sandbox.image is not set: the job runs in a container" in result.err
+
+
+def test_the_local_backend_refuses_a_sandbox(cli: Cli) -> None:
+    err = refused(cli, "--backend", "local", *SANDBOX)
+    assert "sandbox: backend local cannot run a sandbox beside Ray" in err
+
+
+def test_run_refuses_a_sandbox_and_pull_ignores_a_profile_s(cli: Cli, tmp_path: Path) -> None:
+    result = cli("run", "--dry-run", *SANDBOX, "--", "hostname")
+    assert result.code == 2
+    assert "run starts no Ray job for a sandbox to serve" in result.err
+    profile = tmp_path / "p.yaml"
+    profile.write_text("sandbox: {command: [python3, server.py]}\n")
+    pulled = cli("pull", "--profile", str(profile), "--dry-run", "nvcr.io/nvidia/nemo-rl:v0.5.0")
+    assert pulled.code == 0, pulled.err
+    assert '"sandbox":null' in pulled.out
+
+
+# ---- ray.sub's variables ----
+
+
+def test_ray_sub_s_sandbox_variables_are_its_keys(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_CONTAINER", "nvcr.io/nvidia/nemo-skills-sandbox:latest")
+    monkeypatch.setenv("SANDBOX_COMMAND", "/start-with-nginx.sh --x")
+    monkeypatch.setenv("SANDBOX_EXTRA_MOUNTS", "/data:/data:ro,/scratch")
+    monkeypatch.setenv("SANDBOX_ENV_VARS", "NUM_WORKERS=8,STATEFUL_SANDBOX=0")
+    monkeypatch.setenv("NEMO_SKILLS_SANDBOX_PORT", "6100")
+    monkeypatch.setenv("SANDBOX_BASE_PORT", "6101")
+    result = cli("config", "show", "--json", "--interactive")
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["spec"]["sandbox"] == {
+        "image": "nvcr.io/nvidia/nemo-skills-sandbox:latest",
+        "command": ["bash", "-c", "/start-with-nginx.sh --x"],
+        "mounts": ["/data:/data:ro", "/scratch:/scratch"],
+        "env": {"NUM_WORKERS": "8", "STATEFUL_SANDBOX": "0"},
+        "port": 6100,
+        "base_port": 6101,
+        "ready_timeout_s": 300,
+    }
+    assert shown["sources"]["sandbox.port"] == "env NEMO_SKILLS_SANDBOX_PORT"
+    assert "SANDBOX_CONTAINER (sandbox.image)" in result.err  # named as used
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [("SANDBOX_CONTAINER", "SANDBOX_COMMAND"), ("SANDBOX_COMMAND", "SANDBOX_CONTAINER")],
+)
+def test_one_of_ray_sub_s_two_sandbox_variables_alone_is_refused_naming_both(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, given: str, missing: str
+) -> None:
+    monkeypatch.setenv(given, "x")
+    err = refused(cli)
+    assert f"environment variable {given} is set but {missing} is not" in err
+
+
+def test_ray_sub_s_other_sandbox_variables_alone_change_nothing(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in ray.sub: without its image and command there is no sandbox, and the port reaches
+    the job through sbatch's --export=ALL."""
+    monkeypatch.setenv("NEMO_SKILLS_SANDBOX_PORT", "6100")
+    monkeypatch.setenv("SANDBOX_BASE_PORT", "6101")
+    assert show(cli)["spec"]["sandbox"] is None
+
+
+def test_sandbox_env_vars_that_are_not_name_value_are_one_line(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_CONTAINER", "/images/sandbox.sqsh")
+    monkeypatch.setenv("SANDBOX_COMMAND", "/start-with-nginx.sh")
+    monkeypatch.setenv("SANDBOX_ENV_VARS", "A=1,oops")
+    err = refused(cli)
+    assert "SANDBOX_ENV_VARS='A=1,oops': 'oops' is not NAME=VALUE" in err
+
+
+# ---- The job script ----
+
+
+def _script(**sandbox: object) -> str:
+    values: dict[str, object] = {"command": ["python3", "server.py"], **sandbox}
+    return slurm.plan(spec(sandbox=values, slurm={"nodes": 2})).script
+
+
+def test_no_sandbox_renders_none_of_it() -> None:
+    script = slurm.plan(spec()).script
+    assert "sandbox_main" not in script and "NEMO_SKILLS" not in script
+
+
+def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() -> None:
+    script = _script(port=6100, base_port=6101)
+    assert "start_sandbox_step ||" in script
+    assert 'sandbox_step_ended "$rc" "$head_pid"' in script
+    # A sandbox step already gone when the batch step starts waiting is the one that ended.
+    assert 'else\n    wait "$NRL_SANDBOX_PID" || rc=$?\n  fi\n  sandbox_step_ended' in script
+    assert "elif ! wait_for_sandboxes; then" in script
+    assert "  sandbox) sandbox_main ;;" in script
+    assert "export NEMO_SKILLS_SANDBOX_HOST=127.0.0.1 NEMO_SKILLS_SANDBOX_PORT=6100" in script
+    # The step comes before the head's, and its output is one file per node.
+    assert script.index("start_sandbox_step ||") < script.index(
+        'bash "$NRL_LOG_DIR/job.sbatch" head'
+    )
+    # srun reads % in --output as a pattern: a log dir's own is doubled.
+    assert '--output="${NRL_LOG_DIR//%/%%}/sandbox-%N.log"' in script
+
+
+def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name() -> None:
+    values = {
+        "container": {"image": "/images/rl.sqsh", "mounts": ["/shared"]},
+        "sandbox": {
+            "image": "/images/sandbox.sqsh",
+            "command": ["/start-with-nginx.sh"],
+            "mounts": ["/data:/data:ro"],
+        },
+    }
+    script = slurm.plan(spec(**values)).script
+    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
+    assert "--container-image=/images/sandbox.sqsh" in step
+    assert "local mounts=/data:/data:ro" in step
+    assert "--container-name=" not in step and "/shared" not in step
+
+
+def test_the_sandbox_gets_none_of_the_job_s_secrets() -> None:
+    script = slurm.plan(
+        spec(sandbox={"command": ["x"]}, secrets={"MY_KEY": "required", "OFF_KEY": "off"})
+    ).script
+    body = script[script.index("sandbox_env() {") :].split("\n}\n")[0]
+    assert "unset RAY_AUTH_TOKEN HF_TOKEN MY_KEY WANDB_API_KEY" in body
+    assert "OFF_KEY" not in body
+
+
+def test_plan_names_the_sandbox(cli: Cli) -> None:
+    config = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs" / "grpo_base.yaml"
+    result = cli("plan", "--config", str(config), *SANDBOX)
+    assert result.code == 0, result.err
+    where = "on every node, without a container; ports 6000, 6001-6999"
+    assert f"Sandbox:     python3 server.py {where}" in result.out
+    data = json.loads(cli("plan", "--config", str(config), *SANDBOX, "--json").out)
+    assert data["sandbox"]["command"] == ["python3", "server.py"]
+
+
+def test_hostile_sandbox_values_are_quoted_and_the_script_is_shellcheck_clean(
+    tmp_path: Path,
+) -> None:
+    env = {f"V{i}": value for i, value in enumerate(HOSTILE) if "\x00" not in value}
+    script = _script(command=["python3", *HOSTILE[:5]], env=env)
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    checked = shellcheck(path)
+    assert checked.returncode == 0, checked.stdout
+
+
+# ---- The node side, in a real bash, with the test server as the sandbox ----
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _node_side(
+    tmp_path: Path,
+    env: dict[str, str],
+    *,
+    timeout_s: int = 5,
+    ended_after: float | None = None,
+    port: int | None = None,
+) -> tuple[int, Path, float]:
+    """Runs `job.sbatch sandbox` as one node's task would (node nodeX): returns its exit code,
+    the log dir and how long it ran. `ended_after`: the job writes ENDED after that long."""
+    port = port or _free_port()
+    script = _script(
+        command=[sys.executable, SERVER],
+        port=port,
+        base_port=port + 1,  # an ephemeral port: the band stays under 65535, clear of Ray's
+        env=env,
+        ready_timeout_s=timeout_s,
+    )
+    log_dir = tmp_path / "1-logs"
+    (log_dir / "sandbox").mkdir(parents=True)
+    (log_dir / "job.sbatch").write_text(script)
+    started = time.monotonic()
+    task = subprocess.Popen(
+        ["bash", str(log_dir / "job.sbatch"), "sandbox"],
+        env={**os.environ, "NRL_LOG_DIR": str(log_dir), "SLURMD_NODENAME": "nodeX"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if ended_after is not None:
+        time.sleep(ended_after)
+        (log_dir / "ENDED").write_text("driver exited with code 0\n")
+    out, _ = task.communicate(timeout=60)
+    (log_dir / "sandbox-nodeX.log").write_text(out)
+    return task.returncode, log_dir, time.monotonic() - started
+
+
+def test_the_node_marks_its_sandbox_ready_once_it_answers_and_stops_it_when_the_job_ends(
+    tmp_path: Path,
+) -> None:
+    rc, log_dir, _ = _node_side(tmp_path, {"SANDBOX_DELAY_S": "2"}, ended_after=4)
+    log = (log_dir / "sandbox-nodeX.log").read_text()
+    assert rc == 0, log
+    ready = float((log_dir / "sandbox" / "READY.nodeX").read_text())
+    started = float((log_dir / "sandbox" / "STARTED.nodeX").read_text())
+    assert ready - started >= 2  # not before the server listened
+    assert "listening on port" in log and "answers on port" in log
+    assert not (log_dir / "ENDED").read_text().startswith("the sandbox")
+
+
+def test_a_sandbox_that_exits_ends_the_job_naming_its_node(tmp_path: Path) -> None:
+    rc, log_dir, took = _node_side(tmp_path, {"SANDBOX_EXIT_AFTER_S": "2"})
+    assert rc == 1
+    assert (log_dir / "sandbox" / "READY.nodeX").exists()
+    ended = (log_dir / "ENDED").read_text().strip()
+    assert ended == "the sandbox on node nodeX exited with code 3; see sandbox-nodeX.log"
+    assert took < 15
+
+
+def test_a_sandbox_that_never_answers_ends_the_job_naming_its_node_and_port(
+    tmp_path: Path,
+) -> None:
+    rc, log_dir, took = _node_side(tmp_path, {"SANDBOX_SILENT": "1"}, timeout_s=3)
+    assert rc == 1
+    assert not (log_dir / "sandbox" / "READY.nodeX").exists()
+    ended = (log_dir / "ENDED").read_text()
+    assert ended.startswith("the sandbox on node nodeX did not answer on port ")
+    assert "within 3 s; see sandbox-nodeX.log" in ended
+    assert took < 15
+
+
+def test_a_sandbox_port_already_taken_ends_the_job_before_the_sandbox_starts(
+    tmp_path: Path,
+) -> None:
+    """Another job's sandbox on a shared node would otherwise answer for this one."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        rc, log_dir, _ = _node_side(tmp_path, {}, port=port)
+    assert rc == 1
+    ended = (log_dir / "ENDED").read_text().strip()
+    assert ended.startswith(f"port {port} (sandbox.port) is already in use on node nodeX: ")
+    assert "listening on port" not in (log_dir / "sandbox-nodeX.log").read_text()
+
+
+# ---- The batch step: the sandbox step's end, after its `wait -n` ----
+
+
+def _batch_side(tmp_path: Path, probe: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The script's definitions (nodeA and nodeB), then `probe`, in a real bash."""
+    script = _script()
+    log_dir = tmp_path / "1-logs"
+    (log_dir / "sandbox").mkdir(parents=True, exist_ok=True)
+    definitions = script.split("\ncase ${1:-} in\n")[0]
+    env = {
+        "PATH": os.environ["PATH"],
+        "NRL_LOG_DIR": str(log_dir),
+        "NRL_NODE_LIST": "nodeA nodeB",
+        "SLURM_JOB_ID": "1",
+    }
+    result = subprocess.run(
+        ["bash", "-c", definitions + "\n" + probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return result, log_dir
+
+
+def test_a_sandbox_step_that_ends_first_ends_the_job_naming_the_nodes_it_never_reached(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "1-logs" / "sandbox").mkdir(parents=True)
+    (tmp_path / "1-logs" / "sandbox" / "STARTED.nodeA").write_text("1\n")
+    # (`wait -n` sees only a child that ends after it is called: batch_main checks first.)
+    probe = """
+    (sleep 0.5; exit 1) & NRL_SANDBOX_PID=$!
+    sleep 30 & head=$!
+    rc=0; wait -n || rc=$?
+    sandbox_step_ended "$rc" "$head"
+    kill "$head"
+    """
+    result, log_dir = _batch_side(tmp_path, probe)
+    assert result.returncode == 0, result.stderr
+    assert (log_dir / "ENDED").read_text().strip() == (
+        "the sandbox step ended (exit 1) while the job was running (no sandbox started on: "
+        "nodeB); see sandbox-*.log and slurm-1.out"
+    )
+
+
+def test_a_sandbox_step_that_ends_with_the_job_leaves_the_head_to_end_by_itself(
+    tmp_path: Path,
+) -> None:
+    """The driver is done (ENDED): the sandboxes stop within a second, the head may still be
+    stopping Ray. The head is not cut short (no SIGTERM), and ENDED keeps the job's reason."""
+    probe = """
+    echo "driver exited with code 0" >"$NRL_LOG_DIR/ENDED"
+    (sleep 0.5; exit 0) & NRL_SANDBOX_PID=$!
+    sleep 3 & head=$!
+    rc=0; wait -n || rc=$?
+    sandbox_step_ended "$rc" "$head"
+    kill -0 "$head" 2>/dev/null && echo "head still running"
+    wait "$head"; echo "head exit $?"
+    """
+    started = time.monotonic()
+    result, log_dir = _batch_side(tmp_path, probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "head exit 0"
+    assert 2 < time.monotonic() - started < 30
+    assert (log_dir / "ENDED").read_text().strip() == "driver exited with code 0"
