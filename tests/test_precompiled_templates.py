@@ -35,10 +35,8 @@ def _package(target: Path) -> ModuleType:
 @pytest.fixture(autouse=True)
 def fresh_environment() -> Iterator[None]:
     """Each test builds its Jinja environment anew, and leaves none behind."""
-    templating._made_by.cache_clear()
     templating._environment.cache_clear()
     yield
-    templating._made_by.cache_clear()
     templating._environment.cache_clear()
 
 
@@ -104,7 +102,6 @@ def test_a_compiled_copy_from_another_jinja_is_not_used(
 ) -> None:
     _use(monkeypatch, tmp_path / "compiled")
     monkeypatch.setattr(jinja2, "__version__", "0.0.0")
-    templating._made_by.cache_clear()
     templating._environment.cache_clear()
     compiled = _spy_on_compiling(monkeypatch)
     template = templating._environment().get_template("slurm.sbatch.j2")

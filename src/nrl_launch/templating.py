@@ -14,7 +14,7 @@ Compiling the templates costs more than rendering them (~20 ms a run), so the wh
 them compiled ahead of time, as Python modules in `nrl_launch._templates_compiled` (made by
 `precompile` when the wheel is built: hatch_build.py), whose bytecode pip writes at install. A
 compiled copy is used only for the exact source it was compiled from, by the same Jinja version
-with the same settings (its `KEY`); anything else (a source checkout, an edited template, another
+(its key); anything else (a source checkout, an edited template, another
 Jinja) is compiled from the template as it is, as before. Either way the output is the same.
 """
 
@@ -38,25 +38,6 @@ __all__ = ["PRECOMPILED_PACKAGE", "SbatchDirective", "precompile", "render"]
 
 # Where the wheel carries the compiled templates (made at build time; absent in a checkout).
 PRECOMPILED_PACKAGE = "nrl_launch._templates_compiled"
-# The environment's settings that shape the code a template compiles to (with its filters,
-# extensions, undefined and finalize: see _key).
-_COMPILE_SETTINGS = (
-    "block_start_string",
-    "block_end_string",
-    "variable_start_string",
-    "variable_end_string",
-    "comment_start_string",
-    "comment_end_string",
-    "line_statement_prefix",
-    "line_comment_prefix",
-    "trim_blocks",
-    "lstrip_blocks",
-    "newline_sequence",
-    "keep_trailing_newline",
-    "autoescape",
-    "optimized",
-    "is_async",
-)
 
 
 class SbatchDirective(str):
@@ -95,7 +76,7 @@ class _Loader(jinja2.FileSystemLoader):
         globals: MutableMapping[str, Any] | None = None,
     ) -> jinja2.Template:
         source, filename, uptodate = self.get_source(environment, name)
-        code = _precompiled(environment, name, source)
+        code = _precompiled(name, source)
         if code is None:
             code = environment.compile(source, name, filename)
         template = environment.template_class.from_code(
@@ -105,24 +86,11 @@ class _Loader(jinja2.FileSystemLoader):
         return template
 
 
-def _key(env: jinja2.Environment, name: str, source: str) -> str:
-    """What a compiled template was made from: its name and source, the Jinja version and the
-    environment's settings that shape the compiled code. A copy with another key is not used."""
-    return hashlib.sha256(repr((_made_by(env), name, source)).encode()).hexdigest()
-
-
-@functools.cache
-def _made_by(env: jinja2.Environment) -> str:
-    return repr(
-        (
-            jinja2.__version__,
-            [str(getattr(env, setting)) for setting in _COMPILE_SETTINGS],
-            sorted(env.extensions),
-            env.undefined.__qualname__,
-            getattr(env.finalize, "__qualname__", None),
-            sorted((n, str(getattr(f, "jinja_pass_arg", None))) for n, f in env.filters.items()),
-        )
-    )
+def _key(name: str, source: str) -> str:
+    """What a compiled template was made from: its name and source, and the Jinja version (its
+    compiled code calls Jinja's runtime). The environment's settings need no place in it: they
+    are this module's, which the wheel carries with the compiled copies it made."""
+    return hashlib.sha256(repr((jinja2.__version__, name, source)).encode()).hexdigest()
 
 
 @functools.cache
@@ -134,14 +102,14 @@ def _precompiled_package() -> ModuleType | None:
         return None
 
 
-def _precompiled(env: jinja2.Environment, name: str, source: str) -> CodeType | None:
-    """`name`'s code as compiled when the wheel was built, if that was from `source` (by this
-    Jinja, with these settings); from the bytecode pip wrote at install where there is one."""
+def _precompiled(name: str, source: str) -> CodeType | None:
+    """`name`'s code as compiled when the wheel was built, if that was from `source` by this
+    Jinja; from the bytecode pip wrote at install where there is one."""
     package = _precompiled_package()
     if package is None or package.__file__ is None:
         return None
-    if getattr(package, "KEYS", {}).get(name) != _key(env, name, source):
-        return None  # compiled from another source, by another Jinja or with other settings
+    if getattr(package, "KEYS", {}).get(name) != _key(name, source):
+        return None  # compiled from another source, or by another Jinja
     module = f"{PRECOMPILED_PACKAGE}.{jinja2.ModuleLoader.get_template_key(name)}"
     path = Path(package.__file__).with_name(f"{module.rpartition('.')[2]}.py")
     try:
@@ -187,7 +155,7 @@ def precompile(target: Path, templates: Path | None = None) -> list[str]:
         code = env.compile(source, name, filename, raw=True, defer_init=True)
         module = target / f"{jinja2.ModuleLoader.get_template_key(name)}.py"
         module.write_text(code, encoding="utf-8")
-        keys[name] = _key(env, name, source)
+        keys[name] = _key(name, source)
     (target / "__init__.py").write_text(
         '"""nrl-launch\'s templates, compiled when the wheel was built (see templating.py)."""\n\n'
         f"KEYS = {keys!r}\n",
