@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from nrl_launch import paths
 from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
-from nrl_launch.spec_sandbox import RAY_SUB_SANDBOX_ENV, ray_sub_sandbox_env
+from nrl_launch.spec_sandbox import RAY_SUB_SANDBOX_ENV, ray_sub_sandbox_on, sandbox_env_vars
 from nrl_launch.storage import node_local_root
 
 __all__ = [
@@ -69,8 +69,7 @@ RAY_SUB_ENV: dict[str, str] = {
     "RAY_DEBUG": "ray.external_debugger",
     # 1 or 0, as ray.sub checks it. Unlike ray.sub, the head is a node more than slurm.nodes.
     "DEDICATED_RAY_HEAD": "ray.dedicated_head",
-    # The sandbox's: read by spec_sandbox.ray_sub_sandbox_env, only with both SANDBOX_CONTAINER
-    # and SANDBOX_COMMAND set (as ray.sub).
+    # The sandbox's: read only with both SANDBOX_CONTAINER and SANDBOX_COMMAND set (as ray.sub).
     **RAY_SUB_SANDBOX_ENV,
 }
 
@@ -212,35 +211,43 @@ def env_settings(environ: Mapping[str, str]) -> list[Setting]:
         if environ.get(name, "") not in fine:
             raise ConfigError([f"environment variable {name}={environ[name]!r}: {why}"])
     settings = []
-    for name, key in RAY_SUB_ENV.items():
-        value = environ.get(name)
-        if not value or name in RAY_SUB_SANDBOX_ENV:
-            continue
-        parsed: Any = value
-        if name == "MOUNTS":
-            parsed = [m for m in value.split(",") if m]
-        elif name == "COMMAND":
-            parsed = ["bash", "-c", value]  # ray.sub's COMMAND is a shell string
-        elif name == "RAY_DEBUG":
-            if value != "legacy":
-                continue
-            parsed = True
-        elif name == "DEDICATED_RAY_HEAD":
-            if value not in ("0", "1"):
-                raise ConfigError(
-                    [
-                        f"environment variable {name}={value!r}: must be 0 or 1, as for ray.sub "
-                        "(or set ray.dedicated_head, --dedicated-head)"
-                    ]
-                )
-            parsed = value == "1"
-        settings.append(Setting(key, parsed, f"env {name}"))
     try:
-        sandbox = ray_sub_sandbox_env(environ)
+        sandbox = ray_sub_sandbox_on(environ)
+        for name, key in RAY_SUB_ENV.items():
+            value = environ.get(name)
+            if not value or (name in RAY_SUB_SANDBOX_ENV and not sandbox):
+                continue
+            parsed = _ray_sub_value(name, value)
+            if parsed is not None:
+                settings.append(Setting(key, parsed, f"env {name}"))
     except ValueError as exc:
         raise ConfigError([str(exc)]) from None
-    settings += [Setting(key, value, f"env {name}") for name, key, value in sandbox]
     return settings
+
+
+def _ray_sub_value(name: str, value: str) -> Any:
+    """The key's value for ray.sub variable `name` set to `value` (not empty); None: not a value
+    of ray.sub's (the variable is left to what else reads it).
+
+    Raises:
+        ValueError: a value ray.sub itself would refuse (one line).
+    """
+    if name in ("MOUNTS", "SANDBOX_EXTRA_MOUNTS"):
+        return [m for m in value.split(",") if m]
+    if name in ("COMMAND", "SANDBOX_COMMAND"):
+        return ["bash", "-c", value]  # ray.sub's commands are shell strings
+    if name == "SANDBOX_ENV_VARS":
+        return sandbox_env_vars(value)
+    if name == "RAY_DEBUG":
+        return True if value == "legacy" else None
+    if name == "DEDICATED_RAY_HEAD":
+        if value not in ("0", "1"):
+            raise ValueError(
+                f"environment variable {name}={value!r}: must be 0 or 1, as for ray.sub "
+                "(or set ray.dedicated_head, --dedicated-head)"
+            )
+        return value == "1"
+    return value
 
 
 def parse_set(items: Sequence[str]) -> list[Setting]:

@@ -6,7 +6,7 @@ image) and starts its workers from `base_port` up: that band is reserved for it,
 of the job may fall in it. The head starts the driver only once every node's sandbox answers.
 
 `spec.py` holds the field (`LaunchSpec.sandbox`) and calls `check_sandbox` from its cross-section
-check; `layers.py` reads ray.sub's variables through `ray_sub_sandbox_env`.
+check; `layers.py` reads ray.sub's variables, with `ray_sub_sandbox_on` and `sandbox_env_vars`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ __all__ = [
     "SANDBOX_WORKER_PORTS",
     "SandboxSpec",
     "check_sandbox",
-    "ray_sub_sandbox_env",
+    "ray_sub_sandbox_on",
+    "sandbox_env_vars",
 ]
 
 DEFAULT_SANDBOX_PORT = 6000  # ray.sub's NEMO_SKILLS_SANDBOX_PORT: NeMo Skills' nginx
@@ -212,15 +213,12 @@ def check_sandbox(spec: LaunchSpec) -> None:
                 )
 
 
-def ray_sub_sandbox_env(environ: Mapping[str, str]) -> list[tuple[str, str, Any]]:
-    """ray.sub's sandbox variables that are set, as (variable, key, value).
-
-    ray.sub runs its sandbox only when both SANDBOX_CONTAINER and SANDBOX_COMMAND are set; the
-    others are read only then.
+def ray_sub_sandbox_on(environ: Mapping[str, str]) -> bool:
+    """Whether ray.sub's sandbox variables are to be read: ray.sub runs its sandbox only when
+    both SANDBOX_CONTAINER and SANDBOX_COMMAND are set, and reads the others only then.
 
     Raises:
-        ValueError: one of the two is set without the other (one line naming both), or
-            SANDBOX_ENV_VARS is not NAME=VALUE words.
+        ValueError: one of the two is set without the other (one line naming both).
     """
     container = environ.get("SANDBOX_CONTAINER", "")
     command = environ.get("SANDBOX_COMMAND", "")
@@ -235,26 +233,15 @@ def ray_sub_sandbox_env(environ: Mapping[str, str]) -> list[tuple[str, str, Any]
             f"only with both; set {missing} too (or sandbox.image and sandbox.command in a job "
             f"file), or unset {given}"
         )
-    if not container:
-        return []
-    found: list[tuple[str, str, Any]] = []
-    for name, key in RAY_SUB_SANDBOX_ENV.items():
-        value = environ.get(name, "")
-        if not value:
-            continue  # ray.sub treats empty as unset
-        parsed: Any = value
-        if name == "SANDBOX_COMMAND":
-            parsed = ["bash", "-c", value]  # ray.sub's is a shell string
-        elif name == "SANDBOX_EXTRA_MOUNTS":
-            parsed = [m for m in value.split(",") if m]
-        elif name == "SANDBOX_ENV_VARS":
-            parsed = _env_vars(value)
-        found.append((name, key, parsed))
-    return found
+    return bool(container)
 
 
-def _env_vars(value: str) -> dict[str, str]:
-    """SANDBOX_ENV_VARS: comma-separated NAME=VALUE words, as srun's --export takes them."""
+def sandbox_env_vars(value: str) -> dict[str, str]:
+    """SANDBOX_ENV_VARS: comma-separated NAME=VALUE words, as srun's --export takes them.
+
+    Raises:
+        ValueError: a word is not NAME=VALUE (one line).
+    """
     pairs = {}
     for word in (w for w in value.split(",") if w):
         name, sep, val = word.partition("=")
