@@ -122,9 +122,14 @@ class SandboxSpec(BaseModel):
             raise ValueError(f"the job sets {name} from {_SET_BY_JOB[name]}; set that instead")
         return value
 
+    @property
+    def last_port(self) -> int:
+        """The last of the sandbox's worker ports (base_port and the ones after it)."""
+        return self.base_port + SANDBOX_WORKER_PORTS - 1
+
     @model_validator(mode="after")
     def _band(self) -> SandboxSpec:
-        last = self.base_port + SANDBOX_WORKER_PORTS - 1
+        last = self.last_port
         if last > 65535:
             raise ValueError(
                 f"sandbox.base_port: {self.base_port} leaves no room for the sandbox's "
@@ -141,7 +146,7 @@ class SandboxSpec(BaseModel):
 
     def ports(self) -> str:
         """The ports the sandbox holds on every node, as a user reads them: 6000, 6001-6999."""
-        return f"{self.port}, {self.base_port}-{self.base_port + SANDBOX_WORKER_PORTS - 1}"
+        return f"{self.port}, {self.base_port}-{self.last_port}"
 
 
 def _ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
@@ -192,7 +197,7 @@ def check_sandbox(spec: LaunchSpec) -> None:
             f"logs.base_dir: {spec.logs.base_dir!r} holds ',' or ':', which pyxis cannot mount "
             "into the sandbox's container; choose another directory"
         )
-    last = sandbox.base_port + SANDBOX_WORKER_PORTS - 1
+    last = sandbox.last_port
     ours = (
         ("sandbox.port", sandbox.port, sandbox.port, f"sandbox.port {sandbox.port}"),
         (
