@@ -103,14 +103,13 @@ def plan(
 def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
     from dataclasses import asdict
 
-    head = prepared.spec.ray.dedicated_head
     return {
         "config": prepared.config,
         "overrides": list(prepared.overrides),
         "injected_overrides": list(prepared.injected),
         "nodes": layout.nodes,
-        "dedicated_head": head,
-        "slurm_nodes": layout.nodes + (1 if head else 0),
+        "dedicated_head": prepared.spec.ray.dedicated_head,
+        "slurm_nodes": prepared.spec.allocated_nodes,
         "gpus_per_node": layout.gpus_per_node,
         "cluster_nodes": layout.cluster_nodes,
         "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
@@ -162,13 +161,11 @@ def _as_text(prepared: Prepared, layout: Layout) -> str:
         for nodes, r in _runs(_node_roles(prepared, layout))
     ]
     lines += [f"Note:        {note}" for note in prepared.notes]
-    if prepared.spec.driver.command:
-        from nrl_launch.shell import join
+    from nrl_launch.shell import join
 
+    if prepared.spec.driver.command:
         lines += ["", f"Driver:      {join(prepared.spec.driver.command)}"]
     if sandbox := prepared.spec.sandbox:
-        from nrl_launch.shell import join
-
         lines.append(
             f"Sandbox:     {join(sandbox.command)} on every node, "
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
