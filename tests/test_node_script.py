@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from nrl_launch.backends import slurm
@@ -246,3 +247,19 @@ def test_a_worker_whose_raylet_dies_before_it_joins_retries_at_once(tmp_path: Pa
     assert "(attempt 2)" in text and "(attempt 3)" not in text, text
     assert (state / "attempts").read_text() == "2\n"
     _assert_node1_marked(tmp_path)
+
+
+def test_the_batch_step_sees_a_step_that_ended_before_it_began_to_wait(tmp_path: Path) -> None:
+    """bash's `wait -n` does not return for a child that had already ended: a step srun refused
+    at once would go unseen until another ended."""
+    probe = (
+        "(exit 3) & early=$!\n"
+        "sleep 30 & late=$!\n"
+        "sleep 0.5\n"
+        'rc=0; first_to_end "$late" "$early" || rc=$?\n'
+        'kill "$late"; echo "rc=$rc"\n'
+    )
+    started = time.monotonic()
+    done = _node_functions(probe, tmp_path)
+    assert done.stdout == "rc=3\n", done.stderr
+    assert time.monotonic() - started < 10

@@ -217,8 +217,8 @@ def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() 
     script = _script(port=6100, base_port=6101)
     assert "start_sandbox_step ||" in script
     assert 'sandbox_step_ended "$rc" "$head_pid"' in script
-    # A sandbox step already gone when the batch step starts waiting is the one that ended.
-    assert 'else\n    wait "$NRL_SANDBOX_PID" || rc=$?\n  fi\n  sandbox_step_ended' in script
+    # The sandbox step is one of the steps the batch step waits for the first of.
+    assert 'first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} "$NRL_SANDBOX_PID"' in script
     assert "elif ! wait_for_sandboxes; then" in script
     assert "  sandbox) sandbox_main ;;" in script
     assert "export NEMO_SKILLS_SANDBOX_HOST=127.0.0.1 NEMO_SKILLS_SANDBOX_PORT=6100" in script
