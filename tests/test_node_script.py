@@ -192,6 +192,36 @@ def test_a_join_is_marked_however_much_ray_prints_after_it(tmp_path: Path) -> No
     _assert_node1_marked(tmp_path)
 
 
+def test_a_join_written_in_pieces_is_marked_and_the_looks_start_no_process(
+    tmp_path: Path,
+) -> None:
+    """The log is read by bash itself every 0.1 s (with 16 nodes on 2 cores, a tail and a grep
+    per look on every node took the CPU Ray's agents needed to start in their 15 s): the wait
+    runs with nothing on PATH but what marks the join, and a line that arrives in pieces, its
+    first piece before the wait began, still counts."""
+    log = tmp_path / "ray-worker-1.log"
+    log.write_text("Ray runtime started.\n(an earlier attempt)\n")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("mkdir", "date", "mv"):
+        (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
+    probe = (
+        "set -euo pipefail\n"
+        "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
+        'from=$(stat -c %s -- "$NRL_NODE_LOG")\n'
+        'printf "Ray runtime" >>"$NRL_NODE_LOG"\n'
+        "sleep 10 & ray=$!\n"
+        '(sleep 0.3; printf " start" >>"$NRL_NODE_LOG"; sleep 0.3\n'
+        ' printf "ed.\\n" >>"$NRL_NODE_LOG") &\n'
+        f'PATH={tools} note_joined "$from" "$ray"\n'
+        'kill "$ray"\n'
+    )
+    done = _node_functions(probe, tmp_path, str(log))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    _assert_node1_marked(tmp_path)
+
+
 def _assert_node1_marked(log_dir: Path) -> None:
     name, gpus, at = (log_dir / "joined" / "1").read_text().split()
     assert (name, gpus) == ("node1", "8") and float(at) > 0
