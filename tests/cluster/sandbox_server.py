@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 NODE = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
@@ -29,6 +30,16 @@ def here() -> bool:
     """Whether the knobs apply to this node."""
     nodes = [n for n in os.environ.get("SANDBOX_ON_NODES", "").split(",") if n]
     return not nodes or NODE in nodes
+
+
+def ray_token_seen() -> str:
+    """What this sandbox can read of its job's Ray token (the file in the log dir): code a model
+    wrote must not reach the job's Ray with it."""
+    path = Path(os.environ.get("NRL_LOG_DIR", "")) / "ray-auth-token"
+    try:
+        return f"{len(path.read_text().strip())} characters"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
 
 
 class Health(BaseHTTPRequestHandler):
@@ -51,6 +62,7 @@ def main() -> None:
     port = int(os.environ["NGINX_PORT"])
     knobs = here()
     log(f"starting: port {port}, workers from {os.environ.get('SANDBOX_WORKER_BASE_PORT')}")
+    log(f"the job's Ray token here: {ray_token_seen()}")
     if knobs and os.environ.get("SANDBOX_SILENT") == "1":
         log("silent: never listening")
         while True:

@@ -129,6 +129,10 @@ def test_a_sandbox_image_runs_in_a_container_of_its_own(
         "node0": "ok node0",
         "node1": "ok node1",
     }
+    token = (log_dir / "ray-auth-token").read_text().strip()
+    assert len(token) == 64  # the job has one, the sandboxes cannot read it
     for node in ("node0", "node1"):
-        assert "listening on port" in (log_dir / f"sandbox-{node}.log").read_text()
+        log = (log_dir / f"sandbox-{node}.log").read_text()
+        assert "listening on port" in log
+        assert "the job's Ray token here: 0 characters" in log, log
     wait_until(nodes_are_clean, 60)
