@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nrl_launch.backends import slurm
+from nrl_launch.backends import Phase, SchedulerView, slurm
+from nrl_launch.jobs.status import phase_of, read_log_dir
 from nrl_launch.spec_sandbox import SANDBOX_WORKER_PORTS
 from tests.conftest import Cli, shellcheck
 from tests.test_quoting import HOSTILE, spec
@@ -439,3 +441,46 @@ def test_a_sandbox_step_that_ends_with_the_job_leaves_the_head_to_end_by_itself(
     assert result.stdout.strip() == "head exit 0"
     assert 2 < time.monotonic() - started < 30
     assert (log_dir / "ENDED").read_text().strip() == "driver exited with code 0"
+
+
+def test_status_says_the_driver_waits_for_the_sandboxes(tmp_path: Path) -> None:
+    """Every node joined, the driver not yet started (the head waits up to
+    sandbox.ready_timeout_s): status says how many nodes' sandboxes answer, not just RUNNING."""
+    (tmp_path / "STARTED_RAY_HEAD").touch()
+    (tmp_path / "readiness.json").write_text(
+        json.dumps({"nodes": 2, "nodes_expected": 2, "gpus": 16, "gpus_expected": 16})
+    )
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "STARTED.node0").write_text("1.0\n")
+    (tmp_path / "sandbox" / "READY.node0").write_text("2.0\n")
+    running = SchedulerView("RUNNING")
+    assert phase_of(running, read_log_dir(tmp_path), 2) == (
+        Phase.RUNNING,
+        "all 2 nodes joined, 16/16 GPUs; waiting for the sandbox: 1/2 nodes answer",
+    )
+    (tmp_path / "sandbox" / "READY.node1").write_text("3.0\n")
+    (tmp_path / "timeline").write_text("submitted 0\ndriver_started 4\n")
+    assert phase_of(running, read_log_dir(tmp_path), 2) == (
+        Phase.RUNNING,
+        "driver running on 2 node(s)",
+    )
+    # A job without a sandbox keeps the line it had.
+    (tmp_path / "timeline").write_text("submitted 0\n")
+    shutil.rmtree(tmp_path / "sandbox")
+    assert phase_of(running, read_log_dir(tmp_path), 2)[1] == "all 2 nodes joined, 16/16 GPUs"
+
+
+def test_a_sandbox_image_file_that_is_not_there_is_refused_before_submitting(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """As the job's own image: pyxis would fail the sandbox step on every node after the queue."""
+    image = tmp_path / "sandbox.sqsh"
+    args = ["submit", "--container-runtime", "none", *SANDBOX, "--set", f"sandbox.image={image}"]
+    result = cli(*args, *CMD)
+    assert result.code == 2
+    assert f"sandbox.image {image}: no such file" in result.err
+    assert "Traceback" not in result.err and result.out == ""
+    # pyxis takes a name without / or . for a registry's, even one ending in .sqsh.
+    result = cli(*args[:-1], "sandbox.image=sandbox.sqsh", *CMD)
+    assert result.code == 2
+    assert "sandbox.image 'sandbox.sqsh': pyxis takes an image for a file only" in result.err

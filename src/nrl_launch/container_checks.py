@@ -138,11 +138,14 @@ def findings(
     """Every container problem of `spec` submitted from `submit_dir`; with `on_host`, this
     machine's files are looked at too (image, mount sources, driver scripts, $HOME)."""
     container = spec.container
-    if container.runtime != "pyxis":
-        return []
     home = environ.get("HOME") or None
+    found: list[Finding] = []
+    if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
+        found = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
+    if container.runtime != "pyxis":
+        return found
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
-    found = _image(container.image or "", submit_dir, home, on_host)
+    found = _image("container.image", container.image or "", submit_dir, home, on_host) + found
     found += _mounts(spec, on_host)
     found += _workdirs(spec, view, _submit_dirs(submit_dir, environ), on_host)
     found += _driver(spec, view, submit_dir, on_host)
@@ -182,8 +185,8 @@ def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
     return dirs
 
 
-def _image(image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
-    key = "container.image"
+def _image(key: str, image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
+    """What keeps pyxis from using `image` (the value of `key`) as the job means it."""
     if "://" in image:
         return []
     if not image.startswith(("/", ".")):

@@ -50,6 +50,7 @@ class LogView:
     driver_started: bool = False
     command_started: bool = False  # a plain job's command, on node 0
     ended: str | None = None
+    sandboxes_ready: int | None = None  # nodes whose sandbox answers; None: the job has none
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ def read_log_dir(log_dir: Path) -> LogView:
         timeline = (log_dir / "timeline").read_text(encoding="utf-8")
     except OSError:
         timeline = ""
+    sandbox = log_dir / "sandbox"  # made at the start of a job with a sandbox, before Ray
+    sandboxes_ready = len(list(sandbox.glob("READY.*"))) if sandbox.is_dir() else None
     return LogView(
         log_dir=log_dir,
         head_up=(log_dir / "STARTED_RAY_HEAD").exists(),
@@ -118,6 +121,7 @@ def read_log_dir(log_dir: Path) -> LogView:
         driver_started="driver_started " in timeline,
         command_started="command_started " in timeline,
         ended=ended,
+        sandboxes_ready=sandboxes_ready,
     )
 
 
@@ -163,5 +167,11 @@ def _ray_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
         gpus = f", {logs.gpus}/{logs.gpus_expected} GPUs" if logs.gpus_expected else ""
         if joined < expected:
             return Phase.JOINING, f"{joined}/{expected} nodes joined{head}{gpus}"
-        return Phase.RUNNING, f"all {expected} nodes joined{head}{gpus}"
+        # The head starts the driver once every node's sandbox answers (up to its ready timeout).
+        sandboxes = (
+            f"; waiting for the sandbox: {logs.sandboxes_ready}/{expected} nodes answer"
+            if logs.sandboxes_ready is not None
+            else ""
+        )
+        return Phase.RUNNING, f"all {expected} nodes joined{head}{gpus}{sandboxes}"
     return Phase.RUNNING, f"driver running on {expected} node(s){head}"
