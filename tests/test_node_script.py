@@ -293,3 +293,19 @@ def test_the_batch_step_sees_a_step_that_ended_before_it_began_to_wait(tmp_path:
     done = _node_functions(probe, tmp_path)
     assert done.stdout == "rc=3\n", done.stderr
     assert time.monotonic() - started < 10
+
+
+def test_nap_waits_its_time_and_falls_back_to_sleep_without_its_pipe(tmp_path: Path) -> None:
+    """The job script's 0.1 s waits: a read that times out (no process), and, where that pipe
+    cannot be had, `sleep`: a nap never returns at once (a wait loop would spin)."""
+    probe = (
+        "set -euo pipefail\n"
+        "start=$EPOCHREALTIME; nap 0.3; printf '%s\\n' \"$start $EPOCHREALTIME\"\n"
+        "NRL_NAP_FD=-; start=$EPOCHREALTIME; nap 0.3; printf '%s\\n' \"$start $EPOCHREALTIME\"\n"
+    )
+    done = _node_functions(probe, tmp_path)
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        start, end = map(float, line.split())
+        assert 0.28 <= end - start < 5, line
+    assert len(done.stdout.splitlines()) == 2
