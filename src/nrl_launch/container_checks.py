@@ -139,19 +139,19 @@ def findings(
     machine's files are looked at too (image, mount sources, driver scripts, $HOME)."""
     container = spec.container
     home = environ.get("HOME") or None
-    found: list[Finding] = []
+    sandbox: list[Finding] = []
     if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
-        found = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
+        sandbox = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
     if container.runtime != "pyxis":
-        return found
+        return sandbox
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
-    found = _image("container.image", container.image or "", submit_dir, home, on_host) + found
+    found = _image("container.image", container.image or "", submit_dir, home, on_host)
     found += _mounts(spec, on_host)
     found += _workdirs(spec, view, _submit_dirs(submit_dir, environ), on_host)
     found += _driver(spec, view, submit_dir, on_host)
     if on_host and container.mount_home and home:
         found += _home(home)
-    return found
+    return found + sandbox
 
 
 def check(spec: LaunchSpec, *, on_host: bool, environ: Mapping[str, str] | None = None) -> None:
