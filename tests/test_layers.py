@@ -293,6 +293,31 @@ def test_ray_sub_variables_from_the_shell_are_named(
     assert warnings(cli, *overridden, *DRIVER) == []
 
 
+def test_a_job_without_ray_is_not_warned_about_what_only_ray_reads(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run and pull start no Ray: ray.sub's port and head variables change nothing there (and
+    a dedicated head adds no node to them); what they do read is still named."""
+    monkeypatch.setenv("PORT", "6379")
+    monkeypatch.setenv("DEDICATED_RAY_HEAD", "1")
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    result = cli("run", "--dry-run", "-N", "2", "--", "hostname")
+    assert result.code == 0, result.err
+    assert result.err.splitlines() == [
+        "nrl-launch: warning: ray.sub variables set in your shell are used: GPUS_PER_NODE "
+        "(slurm.gpus_per_node); unset them if they are not meant for this job"
+    ]
+    assert "#SBATCH --nodes=2\n" in result.out
+    monkeypatch.delenv("GPUS_PER_NODE")
+    result = cli("pull", "--dry-run", "ubuntu:24.04")
+    assert result.code == 0, result.err
+    assert result.err == ""
+    # The same shell under a Ray job: all three are used, and named.
+    assert warnings(cli, *DRIVER)[0].startswith(
+        "ray.sub variables set in your shell are used: PORT (ray.ports.gcs), DEDICATED_RAY_HEAD"
+    )
+
+
 def test_mounts_without_a_container(cli: Cli) -> None:
     assert warnings(cli, "--mount", "/data:/data", *DRIVER) == [
         "container.mounts (from --mount) are not used: the job runs without a container; "
@@ -302,6 +327,8 @@ def test_mounts_without_a_container(cli: Cli) -> None:
     # Asked for in so many words (or by pull, whatever the profile says): nothing to say.
     no_container = ["--container-runtime", "none", "--mount", "/data:/data"]
     assert warnings(cli, *no_container, *DRIVER) == []
+    # The local backend never runs one: a profile's mounts are for the cluster's jobs.
+    assert warnings(cli, "--backend", "local", "--mount", "/data:/data", *DRIVER) == []
 
 
 def test_a_node_local_log_dir_of_a_multi_node_job(cli: Cli) -> None:

@@ -382,25 +382,32 @@ def _did_you_mean(loc: list[str]) -> str:
 # ---- Warnings: what a valid spec would silently get wrong ----
 
 
-def warnings(resolved: Resolved) -> list[str]:
-    """What the job would get wrong without a word from Slurm or the job: one line each."""
+def warnings(resolved: Resolved, *, ray: bool = True) -> list[str]:
+    """What the job would get wrong without a word from Slurm or the job: one line each.
+    Without `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used."""
     spec, sources = resolved.spec, resolved.sources
     found = []
-    from_env = [name for name in RAY_SUB_ENV if f"env {name}" in sources.values()]
+    read = {source for key, source in sources.items() if ray or not key.startswith(_RAY_JOB_ONLY)}
+    from_env = [name for name in RAY_SUB_ENV if f"env {name}" in read]
     if from_env:
         used = ", ".join(f"{name} ({RAY_SUB_ENV[name]})" for name in from_env)
         found.append(
             f"ray.sub variables set in your shell are used: {used}; unset them if they are "
             "not meant for this job"
         )
-    if spec.ray.dedicated_head and sources.get("ray.dedicated_head") == "env DEDICATED_RAY_HEAD":
+    if (
+        ray
+        and spec.ray.dedicated_head
+        and sources.get("ray.dedicated_head") == "env DEDICATED_RAY_HEAD"
+    ):
         found.append(
             f"DEDICATED_RAY_HEAD=1: the Ray head gets a node of its own beyond slurm.nodes, "
             f"{spec.allocated_nodes} nodes in all; unlike with ray.sub, --nodes counts only the "
             f"GPU nodes ({spec.slurm.nodes}), so keep cluster.num_nodes as it was"
         )
-    # Only where no one chose to run without a container (pull does, whatever the profile says).
-    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT
+    # Only where no one chose to run without a container (pull does, whatever the profile says;
+    # the local backend never runs one, and a profile's mounts are for the cluster's jobs).
+    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT or spec.backend == "local"
     if spec.container.mounts and spec.container.runtime == "none" and not chosen:
         found.append(
             f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
@@ -416,6 +423,10 @@ def warnings(resolved: Resolved) -> list[str]:
             "node shares"
         )
     return found
+
+
+# The keys only a Ray job reads: a plain job (run, pull) starts neither Ray nor a sandbox.
+_RAY_JOB_ONLY = ("ray.", "sandbox.")
 
 
 # Slurm reads `4:00` as MM:SS, 4 minutes. Under 10 "minutes" hours were more likely meant

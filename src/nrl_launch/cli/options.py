@@ -107,10 +107,13 @@ class JobFlags:
                 output.warn(problem)
         return prepared
 
-    def resolve(self, base: Sequence[Setting] = (), *, need_driver: bool = True) -> Resolved:
+    def resolve(
+        self, base: Sequence[Setting] = (), *, need_driver: bool = True, ray: bool = True
+    ) -> Resolved:
         """The validated spec these flags describe, layered over the files and environment
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
-        names no driver is read as an interactive job (doctor and plan run none)."""
+        names no driver is read as an interactive job (doctor and plan run none). Without
+        `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
         from nrl_launch import layers, output  # pydantic and yaml load here, not for --help
         from nrl_launch.errors import ConfigError
 
@@ -133,7 +136,7 @@ class JobFlags:
             ):
                 raise
             resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        for warning in layers.warnings(resolved):
+        for warning in layers.warnings(resolved, ray=ray):
             output.warn(warning)
         return resolved
 

@@ -130,7 +130,7 @@ def pull(
     target = _output(out, parsed, force=force)
     _refuse_fixed_sets(flags.sets)
     command = ["enroot", "import", "-o", str(target), parsed.uri]
-    spec = _with_pull_values(flags, command).resolve().spec
+    spec = _with_pull_values(flags, command).resolve(ray=False).spec
     remove_first = str(target) if force else None
     about = {"image": parsed.uri, "output": str(target)}
     if dry_run:

@@ -110,7 +110,7 @@ def run(
         )
     if dry_run and wait:
         raise UsageError("--dry-run and --wait cannot be combined: a dry run submits nothing")
-    resolved = flags.resolve(need_driver=False)
+    resolved = flags.resolve(need_driver=False, ray=False)
     spec = resolved.spec
     # The command comes after --, or from a job file's driver.command.
     if spec.driver.command is None:
