@@ -6,11 +6,13 @@ rich is imported only where a table is drawn, so plain commands start fast.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "JSON_VERSION",
+    "ask",
+    "confirm",
     "emit_json",
     "emit_text",
     "error",
@@ -75,6 +77,29 @@ def note(message: str) -> None:
 def warn(message: str) -> None:
     sys.stderr.write(f"nrl-launch: warning: {message}\n")
     sys.stderr.flush()
+
+
+def ask(question: str, *, default: str, parse: Callable[[str], Any]) -> Any:
+    """The answer to `question` on stderr (`default` on Enter), as `parse` reads it; `parse`
+    raises ValueError for a bad answer, whose message is shown before asking again."""
+    import typer
+
+    def checked(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return typer.prompt(
+        question, default=default, show_default=bool(default), value_proc=checked, err=True
+    )
+
+
+def confirm(question: str) -> bool:
+    """Yes or no on stderr; no on Enter."""
+    import typer
+
+    return typer.confirm(question, default=False, err=True)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -6,7 +6,7 @@ container, its mounts, the log dir) comes from flags or, on a terminal, from one
 Nothing is asked when stdin is not a terminal. The profile goes where later commands look for
 one (--profile, else $NRL_LAUNCH_PROFILE, else the user's config dir) and is checked as the
 job spec is before anything is written; an existing one is replaced only with --force (or,
-on a terminal, when you say yes). Questions are typer's prompts, on stderr.
+on a terminal, when you say yes). Questions are asked on stderr (output.ask).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def init(
     target = _target(profile)
     if target.exists() and not force:
         replace = f"Profile {target} already exists. Replace it?"
-        if not (asking and typer.confirm(replace, default=False, err=True)):
+        if not (asking and output.confirm(replace)):
             raise UsageError(f"profile {target} already exists; pass --force to replace it")
     given = {
         "slurm.account": account,
@@ -255,7 +255,7 @@ def _report(facts: ClusterFacts) -> None:
 def _ask(
     values: dict[str, Any], sources: dict[str, str], read: Callable[[str], ClusterFacts]
 ) -> None:
-    """Ask (typer.prompt, on stderr) for each value no flag gave; what the cluster said is the
+    """Ask (on stderr) for each value no flag gave; what the cluster said is the
     default (Enter keeps it). An answer is checked as the job spec checks it, and a bad one is
     asked again. A partition other than the default is read from the cluster in turn (`read`),
     so the GPUs the profile holds are that partition's."""
@@ -293,12 +293,10 @@ def _prompt(
             try:
                 read_facts[:] = [read(answer)]
             except UsageError as exc:  # not one of the cluster's partitions
-                raise typer.BadParameter(exc.message.removeprefix("--partition ")) from None
+                raise ValueError(exc.message.removeprefix("--partition ")) from None
         return answer
 
-    answer = typer.prompt(
-        question, default=shown, show_default=bool(shown), value_proc=parse, err=True
-    )
+    answer = output.ask(question, default=shown, parse=parse)
     return answer, (read_facts[0] if read_facts else None)
 
 
@@ -309,7 +307,7 @@ def _shown(value: Any) -> str:
 
 def _parse(key: str, text: str) -> Any:
     """An answer as the profile holds it (mounts: a list; empty: none), checked as the job spec
-    checks it; a bad one raises typer.BadParameter, which typer.prompt shows and asks again."""
+    checks it; a bad one raises ValueError (output.ask shows it and asks again)."""
     from nrl_launch.errors import ConfigError
 
     answer = text.strip()
@@ -319,7 +317,7 @@ def _parse(key: str, text: str) -> Any:
     try:
         _checked({key: value}, {key: "your answer"})
     except ConfigError as exc:
-        raise typer.BadParameter("; ".join(exc.problems)) from None
+        raise ValueError("; ".join(exc.problems)) from None
     return value
 
 
