@@ -3,6 +3,8 @@ nothing written."""
 
 from __future__ import annotations
 
+import json
+
 import re
 from pathlib import Path
 
@@ -310,9 +312,16 @@ def test_debug_after_the_driver_is_the_driver_s(cli: Cli) -> None:
     assert result.err.startswith("nrl-launch: error: slurm.nodes")
 
 
-def test_debug_shows_the_traceback(cli: Cli) -> None:
-    with pytest.raises(Exception, match=r"slurm\.nodes"):
-        cli("--debug", "render", "--nodes", "0", "--", "python")
+def test_debug_shows_the_traceback_and_keeps_the_exit_code_and_json(cli: Cli) -> None:
+    """--debug adds the traceback; scripts still read the documented code and the JSON."""
+    result = cli("--debug", "render", "--nodes", "0", "--", "python")
+    assert result.code == 2
+    assert result.err.startswith("Traceback (most recent call last):")
+    assert result.err.splitlines()[-1].startswith("nrl-launch: error: slurm.nodes")
+    result = cli("render", "--json", "--debug", "--nodes", "0", "--", "python")
+    assert result.code == 2
+    assert json.loads(result.out)["exit_code"] == 2
+    assert "Traceback" in result.err
 
 
 def test_help_and_version_exit_zero(cli: Cli) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "note",
     "reset",
     "table",
+    "traceback",
     "warn",
     "write",
 ]
@@ -65,6 +66,14 @@ def error(message: str) -> None:
     """One line per problem on stderr, prefixed so it stands out in a wall of job output."""
     for line in message.splitlines() or [""]:
         sys.stderr.write(f"nrl-launch: error: {line}\n")
+    sys.stderr.flush()
+
+
+def traceback() -> None:
+    """The traceback of the exception being handled, on stderr (--debug)."""
+    import traceback
+
+    traceback.print_exc(file=sys.stderr)
     sys.stderr.flush()
 
 

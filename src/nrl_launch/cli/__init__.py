@@ -112,8 +112,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI and exit with the code the error tree (errors.py) assigns.
 
     `--debug` and `--json` count anywhere before `--` (after it, the words are the driver's):
-    --debug shows tracebacks, and with --json an error is also printed as a JSON object on
-    stdout (unless the command printed its own already), its exit code unchanged."""
+    --debug shows an error's traceback too, and with --json an error is also printed as a JSON
+    object on stdout (unless the command printed its own already); its exit code is the same
+    either way."""
     args = sys.argv[1:] if argv is None else argv
     end = args.index("--") if "--" in args else len(args)
     own = args[:end]
@@ -130,28 +131,26 @@ def main(argv: list[str] | None = None) -> NoReturn:
         )
         code = result if isinstance(result, int) else ExitCode.OK
     except NrlLaunchError as exc:
-        if debug:
-            raise
-        code = _failed(exc.message, exc.exit_code, json_as)
+        code = _failed(exc.message, exc.exit_code, json_as, debug)
     except typer.Exit as exc:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        code = _failed("interrupted", ExitCode.INTERRUPTED, json_as)
+        code = _failed("interrupted", ExitCode.INTERRUPTED, json_as, debug)
     except typer.TyperException as exc:  # a usage error found by the parser
-        if debug:
-            raise
-        code = _failed(_one_line(exc), ExitCode.BAD_INPUT, json_as)
+        code = _failed(_one_line(exc), ExitCode.BAD_INPUT, json_as, debug)
     except Exception as exc:
-        if debug:
-            raise
         message = f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
-        code = _failed(message, ExitCode.INTERNAL, json_as)
+        code = _failed(message, ExitCode.INTERNAL, json_as, debug)
     sys.exit(int(code))
 
 
-def _failed(message: str, code: ExitCode, json_as: str | None) -> int:
-    """Report an error: one line per problem on stderr, and with --json (`json_as`: the
-    command) the same as a JSON object on stdout, unless the command printed one already."""
+def _failed(message: str, code: ExitCode, json_as: str | None, debug: bool) -> int:
+    """Report the error being handled: one line per problem on stderr (after its traceback
+    with --debug), and with --json (`json_as`: the command) the same as a JSON object on
+    stdout, unless the command printed one already. --debug changes neither: the exit code
+    and the JSON are what scripts read."""
+    if debug:
+        output.traceback()
     output.error(message)
     if json_as is not None and not output.json_printed():
         errors = {"exit_code": int(code), "errors": message.splitlines()}
