@@ -661,9 +661,19 @@ CASES: list[Case] = [
         [*SUBMIT, "uv", "run", "examples/run_grpo.py", "--config", "{tmp}/c.yaml", "a.b=1"],
         BAD_INPUT,
         [
-            "'uv' is a program, not a RECIPE: put the driver command, with its own --config, "
-            "after the options and --: nrl-launch ... -- uv run examples/run_grpo.py --config "
-            "{tmp}/c.yaml a.b=1"
+            "'uv' is a program, not a RECIPE: nrl-launch's --config takes a RECIPE and "
+            "overrides; a driver command takes its own --config, after the options and --: "
+            "nrl-launch ... -- uv run examples/run_grpo.py --config {tmp}/c.yaml a.b=1"
+        ],
+    ),
+    Case(  # the same words reach nrl-launch with the `--` given: the same advice holds
+        "config-before-the-dashes",
+        [*SUBMIT, "--config", "{tmp}/c.yaml", "--", "python", "x.py"],
+        BAD_INPUT,
+        [
+            "'python' is a program, not a RECIPE: nrl-launch's --config takes a RECIPE and "
+            "overrides; a driver command takes its own --config, after the options and --: "
+            "nrl-launch ... -- python x.py --config {tmp}/c.yaml"
         ],
     ),
     Case(

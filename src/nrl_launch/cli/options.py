@@ -492,8 +492,8 @@ _PROGRAMS = frozenset(["uv", "uvx", "python", "python3", "bash", "sh", "torchrun
 
 def _no_misplaced_driver(words: list[str], config: str) -> None:
     """The first word after --config is read as the RECIPE: say what to do when it is the start
-    of a driver command (the `--` forgotten, so --config was taken as nrl-launch's) or an
-    override without its `=`."""
+    of a driver command (its `--` forgotten, so its --config was taken as nrl-launch's, or
+    nrl-launch's --config given with a command after `--`) or an override without its `=`."""
     from nrl_launch.shell import join
     from nrl_launch.spec import DEFAULT_DRIVERS
 
@@ -504,8 +504,9 @@ def _no_misplaced_driver(words: list[str], config: str) -> None:
         end = next((i for i, word in enumerate(words) if "=" in word), len(words))
         driver = join([*words[:end], "--config", config, *words[end:]])
         raise UsageError(
-            f"{first!r} is a program, not a RECIPE: put the driver command, with its own "
-            f"--config, after the options and --: nrl-launch ... -- {driver}"
+            f"{first!r} is a program, not a RECIPE: nrl-launch's --config takes a RECIPE and "
+            f"overrides; a driver command takes its own --config, after the options and --: "
+            f"nrl-launch ... -- {driver}"
         )
     if "." in first:  # a dotted key: recipes have no dots
         raise UsageError(
