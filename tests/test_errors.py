@@ -4,7 +4,6 @@ nothing written."""
 from __future__ import annotations
 
 import json
-
 import re
 from pathlib import Path
 

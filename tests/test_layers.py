@@ -341,6 +341,27 @@ def test_a_node_local_log_dir_of_a_multi_node_job(cli: Cli) -> None:
     assert warnings(cli, "-N", "2", "--log-dir", "/lustre/logs", *DRIVER) == []
 
 
+def test_a_relative_log_dir_is_taken_from_where_the_job_is_submitted(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The default log dir is `.`: submitted from /tmp, every node writes its own /tmp."""
+    node_local = Path("/dev/shm")
+    if not node_local.is_dir():
+        pytest.skip("no /dev/shm here")
+    monkeypatch.chdir(node_local)
+    assert warnings(cli, "-N", "2", "--log-dir", "logs", *DRIVER) == [
+        "logs.base_dir logs (from --log-dir), /dev/shm/logs from this directory, is local to "
+        "each node (/dev/shm): each of the job's 2 nodes would write its logs and state where "
+        "neither the others nor status and logs can read them; choose a directory every node "
+        "shares"
+    ]
+    assert warnings(cli, "-N", "2", *DRIVER)[0].startswith(
+        "logs.base_dir ., /dev/shm from this directory, is local to each node (/dev/shm)"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert warnings(cli, "-N", "2", "--log-dir", "/lustre/logs", *DRIVER) == []
+
+
 @pytest.mark.parametrize(
     ("time", "said"),
     [

@@ -382,9 +382,10 @@ def _did_you_mean(loc: list[str]) -> str:
 # ---- Warnings: what a valid spec would silently get wrong ----
 
 
-def warnings(resolved: Resolved, *, ray: bool = True) -> list[str]:
+def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
     """What the job would get wrong without a word from Slurm or the job: one line each.
-    Without `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used."""
+    `cwd`: where a relative path is taken from (the job is submitted from there). Without
+    `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used."""
     spec, sources = resolved.spec, resolved.sources
     found = []
     read = {source for key, source in sources.items() if ray or not key.startswith(_RAY_JOB_ONLY)}
@@ -414,10 +415,12 @@ def warnings(resolved: Resolved, *, ray: bool = True) -> list[str]:
             "without a container; give --container IMAGE, or drop the mounts"
         )
     base, nodes = spec.logs.base_dir, spec.allocated_nodes
-    root = node_local_root(base) if base.startswith("/") else None
+    where = cwd / base  # the job's dir is made from where it is submitted
+    root = node_local_root(str(where))
     if nodes > 1 and root is not None:
+        here = "" if Path(base).is_absolute() else f", {where} from this directory,"
         found.append(
-            f"logs.base_dir {base}{_origin('logs.base_dir', sources)} is local to each node "
+            f"logs.base_dir {base}{_origin('logs.base_dir', sources)}{here} is local to each node "
             f"({root}): each of the job's {nodes} nodes would write its logs and state where "
             "neither the others nor status and logs can read them; choose a directory every "
             "node shares"

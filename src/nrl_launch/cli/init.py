@@ -181,7 +181,7 @@ def init(
     if asking:
         _ask(values, sources, lambda name: read_cluster(_query, partition=name, user=user))
     checked = _checked(values, sources)
-    for line in layers.warnings(checked):
+    for line in layers.warnings(checked, cwd=Path.cwd()):
         output.warn(line)
     text = _profile_text({key: _value(checked.spec, key) for key in values})
     try:

@@ -136,7 +136,7 @@ class JobFlags:
             ):
                 raise
             resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        for warning in layers.warnings(resolved, ray=ray):
+        for warning in layers.warnings(resolved, cwd=Path.cwd(), ray=ray):
             output.warn(warning)
         return resolved
 
