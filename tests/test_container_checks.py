@@ -64,7 +64,34 @@ def test_a_relative_sqsh_is_refused_even_at_render(tmp_path: Path, image: str) -
 
 
 @pytest.mark.parametrize(
-    "image", [REGISTRY, "docker://nvcr.io#nvidia/nemo-rl:v0.4.0", "ubuntu", "./x.sqsh"]
+    ("image", "problem"),
+    [
+        ("Bad Image", "image name 'Bad Image' must be lowercase letters"),
+        ("nvcr.io/NVIDIA/nemo-rl", "image name 'NVIDIA/nemo-rl' must be lowercase letters"),
+        ("docker://nvcr.io#nvidia/x:v 1", "tag 'v 1' must be letters, digits"),
+        ("nvidia/x@sha256:abc", "digest 'sha256:abc' must be sha256: and 64 hex digits"),
+    ],
+)
+def test_a_registry_image_enroot_could_not_pull_is_refused_at_render(
+    tmp_path: Path, image: str, problem: str
+) -> None:
+    """pyxis would fail it on every node after the queue: one line naming the key now."""
+    (found_one,) = found(spec(image=image, mounts=[str(tmp_path)]), tmp_path, on_host=False)
+    assert found_one.error and found_one.key == "container.image"
+    assert found_one.message.startswith(f"container.image {image!r}: {problem}")
+    assert found_one.message.endswith("or a .sqsh file's path starting with / or .")
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        REGISTRY,
+        "docker://nvcr.io#nvidia/nemo-rl:v0.4.0",
+        "ubuntu",
+        "./x.sqsh",
+        "$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.4.0",  # pyxis's USER@REGISTRY#IMAGE
+        "dockerd://MyLocalImage",  # a local daemon's own names
+    ],
 )
 def test_registry_images_and_dot_paths_are_not_refused_at_render(
     tmp_path: Path, image: str

@@ -159,6 +159,17 @@ def test_a_bad_value_names_its_flag_and_writes_nothing(run_init: Cli, isolated: 
     assert not (isolated.parent / "home" / ".config" / "nrl-launch").exists()
 
 
+def test_an_image_pyxis_could_not_pull_is_refused_and_nothing_written(
+    run_init: Cli, isolated: Path
+) -> None:
+    result = run_init("--container", "Bad Image")
+    assert result.code == 2
+    assert result.err.splitlines()[-1].startswith(
+        "nrl-launch: error: container.image 'Bad Image': image name 'Bad Image' must be lowercase"
+    )
+    assert not (isolated.parent / "home" / ".config" / "nrl-launch").exists()
+
+
 # ---- on a terminal: typer's prompts (CliRunner feeds the answers) ----
 
 
@@ -242,7 +253,7 @@ def test_an_existing_profile_is_replaced_on_a_terminal_when_you_say_yes(
     profile = tmp_path / "site.yaml"
     profile.write_text("slurm: {account: old}\n")
     args = ["init", "--profile", str(profile), *SITE[:2], "--partition", "batch"]
-    args += ["--gpus-per-node", "8", "--container", "img.sqsh", "--mount", "/a:/a"]
+    args += ["--gpus-per-node", "8", "--container", "/images/img.sqsh", "--mount", "/a:/a"]
     args += ["--log-dir", "/lustre/logs"]
     result = CliRunner().invoke(cli_module.app, args, input=answer + "\n")
     assert f"Profile {profile} already exists. Replace it? [y/N]:" in result.stderr

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,16 +154,24 @@ def findings(
     return found + sandbox
 
 
-def check(spec: LaunchSpec, *, on_host: bool, environ: Mapping[str, str] | None = None) -> None:
+def check(
+    spec: LaunchSpec,
+    *,
+    on_host: bool,
+    environ: Mapping[str, str] | None = None,
+    keys: Collection[str] | None = None,
+) -> None:
     """Print the container warnings of `spec` (submitted from this directory), or raise
     ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
-    errors warnings. When the job is refused, only the errors are said: they come first."""
+    errors warnings. When the job is refused, only the errors are said: they come first.
+    With `keys`, only the findings of those keys (a profile has no submit dir of its own)."""
     from nrl_launch import backends, output
 
     if not backends.get(spec.backend).slurm_cluster:
         return  # these are pyxis's rules; elsewhere the job's image is the whole container
     environ = os.environ if environ is None else environ
     found = findings(spec, str(Path.cwd()), environ, on_host=on_host)
+    found = [f for f in found if keys is None or f.key in keys]
     errors = [f.message for f in found if f.error]
     if errors and spec.nemo_rl.check:
         raise ConfigError(errors)
@@ -187,12 +195,13 @@ def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
 
 def _image(key: str, image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
     """What keeps pyxis from using `image` (the value of `key`) as the job means it."""
-    if "://" in image:
-        return []
+    scheme = image.partition("://")[0] if "://" in image else None
+    if scheme is not None and scheme != "docker":
+        return []  # dockerd:// and podman://: a local daemon's images, named as it names them
     if not image.startswith(("/", ".")):
         # pyxis reads an image as a file only when it starts with / or . (strspn(image, "./")).
-        if not image.lower().endswith(_IMAGE_FILE):
-            return []
+        if not image.lower().endswith(_IMAGE_FILE) and not image.startswith("~"):
+            return _reference(key, image)
         if image.startswith("~/") and home:
             absolute = home.rstrip("/") + image[1:]
         else:
@@ -226,6 +235,21 @@ def _image(key: str, image: str, submit_dir: str, home: str | None, on_host: boo
                 "there; keep the image on storage every node shares",
             )
         ]
+    return []
+
+
+def _reference(key: str, image: str) -> list[Finding]:
+    """A registry image that enroot could not pull: refused here, not on every node later."""
+    from nrl_launch import enroot
+
+    try:
+        enroot.parse(image)
+    except ValueError as exc:
+        message = (
+            f"{key} {image!r}: {exc}; expected a registry image ({enroot.EXAMPLE}) or a .sqsh "
+            "file's path starting with / or ."
+        )
+        return [Finding(key, message, error=True)]
     return []
 
 

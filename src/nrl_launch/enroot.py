@@ -87,8 +87,9 @@ def parse(reference: str) -> Image:
         rest = text
     user = None
     at = rest.find("@")
-    # enroot's USER@ comes first; any other @ starts a digest.
-    if sep and at >= 0 and not rest[at + 1 :].startswith("sha256:"):
+    # enroot's USER@ comes first (pyxis takes USER@REGISTRY#IMAGE without docker:// too); any
+    # other @ starts a digest.
+    if (sep or "#" in rest) and at >= 0 and not rest[at + 1 :].startswith("sha256:"):
         user, rest = rest[:at], rest[at + 1 :]
         if not _USER.fullmatch(user):
             raise ValueError(f"user {user!r} holds characters enroot does not accept")

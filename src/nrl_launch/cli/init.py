@@ -153,7 +153,7 @@ def init(
     """Write a profile (account, partition, GPUs per node and how to ask for them, read from
     the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
     for what was not given; elsewhere it asks nothing."""
-    from nrl_launch import layers, paths
+    from nrl_launch import container_checks, layers, paths
 
     asking = _interactive()
     target = _target(profile)
@@ -183,6 +183,9 @@ def init(
     checked = _checked(values, sources)
     for line in layers.warnings(checked, cwd=Path.cwd()):
         output.warn(line)
+    # The image as pyxis will read it in every job of this profile (its file may be on storage
+    # only the compute nodes have: that is checked at submit).
+    container_checks.check(checked.spec, on_host=False, keys=["container.image"])
     text = _profile_text({key: _value(checked.spec, key) for key in values})
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
