@@ -301,7 +301,7 @@ def test_a_job_without_ray_is_not_warned_about_what_only_ray_reads(
     monkeypatch.setenv("PORT", "6379")
     monkeypatch.setenv("DEDICATED_RAY_HEAD", "1")
     monkeypatch.setenv("GPUS_PER_NODE", "4")
-    result = cli("run", "--dry-run", "-N", "2", "--", "hostname")
+    result = cli("run", "--dry-run", "-N", "2", "--log-dir", "/lustre/logs", "--", "hostname")
     assert result.code == 0, result.err
     assert result.err.splitlines() == [
         "nrl-launch: warning: ray.sub variables set in your shell are used: GPUS_PER_NODE "

@@ -414,7 +414,8 @@ def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
             f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
             "without a container; give --container IMAGE, or drop the mounts"
         )
-    base, nodes = spec.logs.base_dir, spec.allocated_nodes
+    base = spec.logs.base_dir
+    nodes = spec.allocated_nodes if ray else spec.slurm.nodes  # no Ray, no head of its own
     where = cwd / base  # the job's dir is made from where it is submitted
     root = node_local_root(str(where))
     if nodes > 1 and root is not None:
