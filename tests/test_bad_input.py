@@ -699,6 +699,16 @@ CASES: list[Case] = [
         ],
     ),
     Case(
+        "partition-with-a-space",
+        [*SUBMIT, "-p", "batch debug", "--exclude", "node1 node2", *CMD],
+        BAD_INPUT,
+        [
+            "slurm.partition: must have no spaces: Slurm reads a name, or a list of them joined "
+            "by commas (a,b), as one word (got 'batch debug', from --partition)",
+            "slurm.exclude: must have no spaces",
+        ],
+    ),
+    Case(
         "requeue-not-a-bool",
         [*SUBMIT, "--set", "slurm.requeue=maybe", *CMD],
         BAD_INPUT,

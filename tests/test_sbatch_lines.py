@@ -182,10 +182,10 @@ def test_any_words_read_back(words: list[str]) -> None:
 
 HOSTILE_SPEC = {
     "job_name": "a 'b' \"c\" #d $e \\f ☃",
-    "account": "acc #1\t$(x)",
+    "account": "acc#1$(x)'y'",  # a Slurm name has no spaces (refused), the rest is hostile
     "partition": "hetjob",
     "qos": ":q",
-    "reservation": "r\\ v",
+    "reservation": 'r\\v"',
     "exclude": "node[2-3]",
     "dependency": "singleton",
     "cpus_per_node": 16,

@@ -28,6 +28,7 @@ from nrl_launch.spec_fields import (
     NonEmpty,
     Port,
     SbatchValue,
+    SlurmWord,
     Text,
     as_text,
     check_path_part,
@@ -104,14 +105,14 @@ class SlurmSpec(_Spec):
     job_name: Annotated[NonEmpty, AfterValidator(printable)] = "nrl-launch"
     nodes: int = Field(default=1, ge=1)
     time: Annotated[Line, BeforeValidator(check_time)] = "01:00:00"
-    account: SbatchValue | None = None
-    partition: SbatchValue | None = None
-    qos: SbatchValue | None = None
-    reservation: SbatchValue | None = None
+    account: SlurmWord | None = None
+    partition: SlurmWord | None = None
+    qos: SlurmWord | None = None
+    reservation: SlurmWord | None = None
     exclusive: bool = True
-    exclude: SbatchValue | None = None
-    constraint: SbatchValue | None = None
-    dependency: SbatchValue | None = None
+    exclude: SlurmWord | None = None
+    constraint: SlurmWord | None = None
+    dependency: SlurmWord | None = None
     requeue: bool | None = None  # unset: the cluster's JobRequeue decides
     gpus_per_node: int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"

@@ -18,6 +18,7 @@ __all__ = [
     "NonEmpty",
     "Port",
     "SbatchValue",
+    "SlurmWord",
     "Text",
     "as_text",
     "check_path_part",
@@ -79,6 +80,20 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # the script into lines before it reads any quote, and a raw carriage return reads as a DOS line
 # end (to shellcheck, SC1017).
 SbatchValue = Annotated[NonEmpty, AfterValidator(_single_line)]
+
+
+def _one_word(value: str) -> str:
+    if any(c.isspace() for c in value):
+        raise ValueError(
+            "must have no spaces: Slurm reads a name, or a list of them joined by commas "
+            "(a,b), as one word"
+        )
+    return value
+
+
+# A Slurm name or list of them (account, partition, QOS, reservation, a hostlist, a feature
+# expression, a dependency): sbatch refuses one with a space only once it is asked.
+SlurmWord = Annotated[SbatchValue, AfterValidator(_one_word)]
 
 
 # Names bash sets itself (or refuses to set), and prefixes owned by bash, Slurm and the job
