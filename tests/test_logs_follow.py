@@ -7,6 +7,7 @@ they do not know the job."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,36 +34,53 @@ def forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log_dir
 
 
+_FORGOTTEN = "(as its log dir records; the scheduler no longer knows this job)"
+
+
 @pytest.mark.parametrize(
-    ("files", "code", "says"),
+    ("files", "code", "phase"),
     [
-        ({"ENDED": "driver exited with code 0\n"}, 0, "driver exited with code 0 (exit code 0)"),
-        ({"ENDED": "driver exited with code 3\n"}, 3, "driver exited with code 3 (exit code 3)"),
+        ({"ENDED": "driver exited with code 0\n"}, 0, "COMPLETED"),
+        ({"ENDED": "driver exited with code 3\n"}, 3, "FAILED"),
         # A plain or local job's script writes its exit code: that is the job's.
-        ({"ENDED": "the head ended with exit code 7\n", "exit_code": "7\n"}, 7, "(exit code 7)"),
-        ({"ENDED": "the head ended with exit code 9\n", "exit_code": "143\n"}, 143, "code 143"),
+        ({"ENDED": "the head ended with exit code 7\n", "exit_code": "7\n"}, 7, "FAILED"),
+        ({"ENDED": "the head ended with exit code 9\n", "exit_code": "143\n"}, 143, "FAILED"),
         # `nrl-launch stop` ends a job well.
-        ({"ENDED": "stop requested by alice with nrl-launch stop\n"}, 0, "stop requested"),
-        # Any other recorded end is a failure (or Slurm stopping the job), as Slurm would say.
-        (
-            {"ENDED": "the Ray head on node0 exited\n"},
-            1,
-            "the Ray head on node0 exited (exit code 1)",
-        ),
+        ({"ENDED": "stop requested by alice with nrl-launch stop\n"}, 0, "COMPLETED"),
+        # Any other recorded end is a failure, as Slurm would say.
+        ({"ENDED": "the Ray head on node0 exited\n"}, 1, "FAILED"),
     ],
     ids=["completed", "driver-failed", "exit-code-file", "exit-code-file-wins", "stop", "other"],
 )
-def test_logs_follow_exits_with_the_end_the_log_dir_records(
-    cli: Cli, forgotten: Path, files: dict[str, str], code: int, says: str
+def test_logs_follow_and_status_tell_the_end_the_log_dir_records(
+    cli: Cli, forgotten: Path, files: dict[str, str], code: int, phase: str
 ) -> None:
     for name, text in files.items():
         (forgotten / name).write_text(text)
+    reason = files["ENDED"].strip()
     result = cli("logs", "41", "-f")
     assert (result.code, result.out) == (code, "step 1\n"), result.err
+    said = f"nrl-launch: note: job 41 ended {phase}: {reason} {_FORGOTTEN}\n"
+    assert result.err == (said if code else ""), result.err
+    # status says the same: not UNKNOWN while the log dir records how the job ended.
+    status = json.loads(cli("status", "41", "--json").out)["jobs"][0]
+    assert (status["phase"], status["exit_code"]) == (phase, code)
+    assert status["detail"] == f"{reason} {_FORGOTTEN}"
+
+
+def test_a_job_slurm_stopped_and_forgot_stays_unknown(cli: Cli, forgotten: Path) -> None:
+    """Cancelled, out of time, requeued or preempted: the log dir cannot say which."""
+    (forgotten / "ENDED").write_text(
+        "Slurm stopped the job (cancelled, time limit, requeue or preemption)\n"
+    )
+    status = json.loads(cli("status", "41", "--json").out)["jobs"][0]
+    assert status["phase"] == "UNKNOWN"
+    assert "it ended: Slurm stopped the job" in status["detail"]
+    result = cli("logs", "41", "-f")
+    assert result.code == 1
     assert result.err.startswith(
-        "nrl-launch: note: Slurm no longer knows job 41; its log dir says it ended: "
-    ), result.err
-    assert says in result.err
+        "nrl-launch: note: Slurm no longer knows job 41; its log dir says it ended: Slurm "
+    )
 
 
 def test_logs_follow_of_a_job_with_no_recorded_end_says_so_and_exits_4(

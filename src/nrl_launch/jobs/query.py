@@ -91,6 +91,10 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     runs = run_log_dirs(Path(rec.log_dir))
     logs = read_log_dir(runs[-1])
     phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
+    code = view.exit_code if view and phase.terminal else None
+    end = _recorded_phase(runs[-1]) if view is None else None
+    if end is not None:
+        phase, detail, code = end
     # Only a failed job's logs are searched: a running job's may be large and growing.
     found = diagnose(logs.log_dir, rec.batch_output) if causes and phase is Phase.FAILED else None
     if found and found.where:  # found in a log: ENDED's reason does not say it yet
@@ -99,7 +103,7 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
         job_id=rec.job_id,
         phase=phase,
         detail=detail,
-        exit_code=view.exit_code if view and phase.terminal else None,
+        exit_code=code,
         slurm_state=view.state if view else None,
         log_dir=str(logs.log_dir or rec.log_dir),
         nodes_joined=logs.nodes,
@@ -146,6 +150,23 @@ def recorded_end(log_dir: Path) -> tuple[int, str] | None:
         named = _ENDED_CODE.search(reason.splitlines()[0])
         code = int(named[1]) if named else 0 if reason.startswith("stop requested") else 1
     return code, " ".join(reason.split()) or f"exit code {code}"
+
+
+# How the job scripts word a stop by the scheduler (their TERM traps): cancelled, a time limit,
+# a requeue or a preemption, which the log dir cannot tell apart.
+_SCHEDULER_STOP = re.compile(r"\w+ stopped (?:the job|node) ")
+
+
+def _recorded_phase(log_dir: Path) -> tuple[Phase, str, int] | None:
+    """For a job its scheduler no longer knows: COMPLETED or FAILED (and the exit code) as its
+    log dir records its end, or None when it records none, or only that the scheduler
+    stopped it (whether cancelled or out of time, the log dir cannot say)."""
+    end = recorded_end(log_dir)
+    if end is None or _SCHEDULER_STOP.match(end[1]):
+        return None
+    code, reason = end
+    detail = f"{reason} (as its log dir records; the scheduler no longer knows this job)"
+    return (Phase.COMPLETED if code == 0 else Phase.FAILED), detail, code
 
 
 T = TypeVar("T")
