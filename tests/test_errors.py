@@ -338,15 +338,28 @@ _METAVAR = re.compile(
 )
 
 
-@pytest.mark.parametrize(
-    "command", ["render", "submit", "plan", "doctor", "run", "pull", "config show"]
-)
+_EVERY_COMMAND = [
+    *("submit", "run", "pull", "status", "logs", "attach", "stop", "cancel", "dashboard"),
+    *("list", "render", "plan", "doctor", "init", "config show"),
+]
+
+
+@pytest.mark.parametrize("command", _EVERY_COMMAND)
 def test_metavars_are_in_one_style(cli: Cli, command: str) -> None:
+    """Options and arguments alike: `--nodes N`, `JOBID`, never a Python type (`<str>`)."""
     result = cli(*command.split(), "--help")
     assert result.code == 0, result.err
-    options = [line.split("  ")[1] for line in result.out.splitlines() if line.startswith("  -")]
-    assert len(options) > 5
-    for option in options:
-        words = option.split(", ")[-1].split(" ")
-        if len(words) > 1:
-            assert _METAVAR.fullmatch(words[1]), option
+    rows, section = [], None
+    for line in result.out.split("\n  Examples:")[0].splitlines():
+        if line and not line.startswith(" "):
+            section = line if line.endswith(":") else None  # "Options:", not "Usage: ..."
+        elif section and line[2:3].strip():
+            rows.append(line[2:].split("  ")[0])  # the name column of a row
+    assert rows
+    for row in rows:
+        words = row.split(", ")[-1].split(" ")
+        name = words[1] if row.startswith("-") and len(words) > 1 else words[0]
+        if row.startswith("-") and len(words) == 1:
+            continue  # a switch
+        assert _METAVAR.fullmatch(name), row
+        assert "<" not in row, row

@@ -71,6 +71,12 @@ def _root(
         output.emit_text(ctx.get_help())
 
 
+def _no_argument_type(self: typer.core.TyperArgument, ctx: object) -> None:
+    """An argument's help names it by its metavar alone (JOBID, CMD), as an option's does
+    (--nodes N): typer would add its Python type (`JOBID <str>`, `CMD <list[str]>`)."""
+    return None
+
+
 @functools.cache
 def _app(only: str | None = None) -> typer.Typer:
     """The CLI with every command, or with `only` that one command: all a run of it needs.
@@ -86,6 +92,7 @@ def _app(only: str | None = None) -> typer.Typer:
         rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+    typer.core.TyperArgument.display_type_rich = _no_argument_type  # type: ignore[method-assign]
     app.callback(invoke_without_command=True)(_root)
     for name, (module_name, function) in _COMMANDS.items():
         if only is not None and name != only:

@@ -29,7 +29,10 @@ def attach(
         ),
     ] = None,
     node: Annotated[
-        str, typer.Option("--node", help="head (default), or a node index K (0 is the head).")
+        str,
+        typer.Option(
+            "--node", metavar="NODE", help="head (default), or a node index K (0 is the head)."
+        ),
     ] = "head",
     json: Annotated[
         bool,

@@ -57,12 +57,14 @@ def logs(
         str | None,
         typer.Option(
             "--node",
+            metavar="NODE",
             help="driver (default), head, or worker index K; a plain job (run, pull) has one "
             "log, job.log.",
         ),
     ] = None,
     tail: Annotated[
-        int | None, typer.Option("--tail", help="Start with the last N lines.", min=0)
+        int | None,
+        typer.Option("--tail", metavar="N", help="Start with the last N lines.", min=0),
     ] = None,
     json: Json = False,
 ) -> int:
