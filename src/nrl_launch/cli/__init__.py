@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -71,10 +71,10 @@ def _root(
         output.emit_text(ctx.get_help())
 
 
-def _no_argument_type(self: typer.core.TyperArgument, ctx: object) -> None:
+def _no_argument_type(argument: Any, ctx: Any) -> None:
     """An argument's help names it by its metavar alone (JOBID, CMD), as an option's does
     (--nodes N): typer would add its Python type (`JOBID <str>`, `CMD <list[str]>`)."""
-    return None
+    del argument, ctx
 
 
 @functools.cache
@@ -92,7 +92,7 @@ def _app(only: str | None = None) -> typer.Typer:
         rich_markup_mode=None,  # plain help: drawing it with rich costs more than the command
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    typer.core.TyperArgument.display_type_rich = _no_argument_type  # type: ignore[method-assign]
+    typer.core.TyperArgument.display_type_rich = _no_argument_type  # type: ignore[method-assign,assignment]
     app.callback(invoke_without_command=True)(_root)
     for name, (module_name, function) in _COMMANDS.items():
         if only is not None and name != only:
