@@ -236,6 +236,7 @@ def test_logs_follow_exits_with_the_job_s_exit_code(
         (["list", "--json", "--bogus"], 2, "No such option: --bogus"),
         (["render", "--json", "--nodes", "0", "--", "python"], 2, "slurm.nodes"),
         (["config", "show", "--json", "--nodes", "0", "--", "python"], 2, "slurm.nodes"),
+        (["init", "--json", "--gpu-request", "some"], 2, "slurm.gpu_request"),
     ],
 )
 def test_an_error_with_json_is_a_json_object_too(

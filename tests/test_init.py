@@ -4,6 +4,7 @@ cluster), and the profile it writes without asking anything, which later command
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,18 @@ def test_init_asks_nothing_off_a_terminal_and_render_reads_the_profile(
         assert f"#SBATCH {line}" in lines
     assert "--output=/lustre/alice/logs/slurm-%j.out" in rendered.out
     assert "--container-image=nvcr.io/nvidia/nemo-rl:v0.4.0" in rendered.out
+
+
+def test_init_json_says_what_it_wrote_and_where(run_init: Cli, isolated: Path) -> None:
+    result = run_init(*SITE, "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    profile = isolated.parent / "home" / ".config" / "nrl-launch" / "profile.yaml"
+    assert (data["command"], data["ok"], data["profile"]) == ("init", True, str(profile))
+    assert data["values"]["slurm.account"] == "rl_team"
+    assert data["values"]["container.mounts"] == ["/lustre:/lustre"]
+    assert data["sources"]["slurm.account"] == "--account"
+    assert yaml.safe_load(profile.read_text())["slurm"]["account"] == "rl_team"
 
 
 def test_an_existing_profile_is_replaced_only_with_force(run_init: Cli, tmp_path: Path) -> None:

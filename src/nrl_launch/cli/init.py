@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import Account, Container, GpusPerNode, LogDir, Mounts, Partition
+from nrl_launch.cli.options import (
+    Account,
+    Container,
+    GpusPerNode,
+    Json,
+    LogDir,
+    Mounts,
+    Partition,
+)
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -149,6 +157,7 @@ def init(
     container: Container = None,
     mount: Mounts = None,
     log_dir: LogDir = None,
+    json: Json = False,
 ) -> None:
     """Write a profile (account, partition, GPUs per node and how to ask for them, read from
     the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
@@ -192,7 +201,11 @@ def init(
         paths.write_atomically(target, text)
     except OSError as exc:
         raise UsageError(f"profile {target}: cannot write it ({exc.strerror or exc})") from None
-    output.emit_text(f"Wrote profile {target}:\n{text}")
+    if json:
+        written = {key: _value(checked.spec, key) for key in values}
+        output.emit_json("init", {"profile": str(target), "values": written, "sources": sources})
+    else:
+        output.emit_text(f"Wrote profile {target}:\n{text}")
     read = layers.find_profile(None, os.environ, Path.cwd())
     if read is None or read.resolve() != target.resolve():
         instead = f"they read {read} instead" if read else "they do not find it"
