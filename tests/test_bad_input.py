@@ -683,6 +683,15 @@ CASES: list[Case] = [
         ["'examples/run_grpo.py' is a program, not a RECIPE"],
     ),
     Case(
+        "a-second-config-as-recipe",
+        [*SUBMIT, "--config", "{tmp}/c.yaml", "examples/configs/sft.yaml"],
+        BAD_INPUT,
+        [
+            "'examples/configs/sft.yaml' is a config file, not a RECIPE: a job takes one config, "
+            "with --config (NeMo RL layers configs through the defaults: key of the one you give)"
+        ],
+    ),
+    Case(
         "override-without-equals",
         [*SUBMIT, "--config", "{tmp}/c.yaml", "cluster.num_nodes", "2"],
         BAD_INPUT,

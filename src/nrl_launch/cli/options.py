@@ -500,6 +500,11 @@ def _no_misplaced_driver(words: list[str], config: str) -> None:
     first = words[0]
     if first in DEFAULT_DRIVERS:
         return
+    if first.endswith((".yaml", ".yml")):
+        raise UsageError(
+            f"{first!r} is a config file, not a RECIPE: a job takes one config, with --config "
+            f"(NeMo RL layers configs through the defaults: key of the one you give)"
+        )
     if first in _PROGRAMS or "/" in first or first.endswith((".py", ".sh")):
         end = next((i for i, word in enumerate(words) if "=" in word), len(words))
         driver = join([*words[:end], "--config", config, *words[end:]])
