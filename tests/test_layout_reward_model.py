@@ -24,7 +24,7 @@ SKYWORK = "Skywork/Skywork-Reward-V2-Qwen3-0.6B"
 
 def layout_of(overrides: Sequence[str] = (), path: Path = GRPO_RM) -> Layout:
     cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present)
+    return compute(cfg.value, cfg.present, cfg.raw)
 
 
 def test_on_one_node_the_reward_model_takes_gpus_of_it() -> None:

@@ -25,6 +25,10 @@ GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 MEGATRON_GEN_2N = RECIPES / "grpo-llama3.2-1b-instruct-2n8g-megatron_generation-noncolocated.yaml"
 MOPD_3N = RECIPES / "mopd-qwen3-1.7b-3n8g-megatron-pack.yaml"
 MULTI_DATA = NEMO / "grpo_multiple_datasets.yaml"
+# NeMo RL main names it so: it has disabled it.
+DISABLED = RECIPES / "sft-nemotron-super-49b-8n8g-fsdp2tp4cp8-tulu-v3.yaml.disabled"
+# Logs every node shares: a job run from the tests' dirs (under /tmp) is warned otherwise.
+SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 V = "policy.generation.vllm_cfg"
 SG = "policy.generation.sglang_cfg"
@@ -32,7 +36,7 @@ SG = "policy.generation.sglang_cfg"
 
 def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
     cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present)
+    return compute(cfg.value, cfg.present, cfg.raw)
 
 
 RES = "policy.generation.colocated.resources"
@@ -226,7 +230,8 @@ RULES = [
         "a size that does not resolve is named",
         DENSE_32N,
         ["policy.dtensor_cfg.tensor_parallel_size=${policy.nope}"],
-        "policy.dtensor_cfg.tensor_parallel_size: its interpolation does not resolve",
+        "policy.dtensor_cfg.tensor_parallel_size=${policy.nope}: its interpolation does not "
+        "resolve here; expected a whole number >= 1",
     ),
     (
         "sizes are numbers",
@@ -324,7 +329,7 @@ def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
 
 
 def test_plan_checks_the_job_against_the_config(cli: Cli) -> None:
-    result = cli("plan", "--config", str(GYM), "--nodes", "32")
+    result = cli("plan", "--config", str(GYM), "--nodes", "32", *SHARED_LOGS)
     assert result.code == 2
     assert result.err.strip() == (
         "nrl-launch: error: slurm.nodes=32 (from --nodes) but the config needs 33 node(s) "
@@ -414,7 +419,7 @@ def test_plan_checks_a_job_file_with_the_overrides_its_driver_runs(
     # The job's driver passes cluster.num_nodes=3: the 3-node job fits what NeMo RL will run.
     job = _job_file(tmp_path, 3, "--config", str(NONCOLOC_2N), "cluster.num_nodes=3")
     for args in (["-f", str(job)], ["-f", str(job), "--config", str(NONCOLOC_2N)]):
-        result = cli("plan", *args, "--json")
+        result = cli("plan", *args, "--json", *SHARED_LOGS)
         assert result.code == 0, result.err
         data = json.loads(result.out)
         assert (data["nodes"], data["training_gpus"]) == (3, 16)
@@ -424,7 +429,7 @@ def test_plan_checks_a_job_file_with_the_overrides_its_driver_runs(
 
 def test_plan_says_when_config_is_not_the_one_the_driver_runs(cli: Cli, tmp_path: Path) -> None:
     job = _job_file(tmp_path, 2, f"--config={NONCOLOC_2N}")
-    result = cli("plan", "-f", str(job), "--config", str(NONCOLOC_1N), "--json")
+    result = cli("plan", "-f", str(job), "--config", str(NONCOLOC_1N), "--json", *SHARED_LOGS)
     assert result.code == 0, result.err
     assert json.loads(result.out)["config"] == str(NONCOLOC_2N)
     assert result.err.splitlines() == [
@@ -447,7 +452,8 @@ def test_plan_reads_this_machine_s_copy_of_the_driver_s_config_with_its_argv(
     # The driver's path is inside the image: --config is the copy here; the driver's overrides
     # still apply, and overrides the driver does not run are said not to be checked.
     job = _job_file(tmp_path, 3, "--config", "/opt/nemo-rl/c.yaml", "cluster.num_nodes=3")
-    result = cli("plan", "-f", str(job), "--config", str(NONCOLOC_2N), "grpo.val_period=5")
+    args = ["-f", str(job), "--config", str(NONCOLOC_2N), "grpo.val_period=5", *SHARED_LOGS]
+    result = cli("plan", *args)
     assert result.code == 0, result.err
     assert "3 node(s) x 8 GPU(s)" in result.out
     assert result.err.splitlines() == [
@@ -473,3 +479,66 @@ def test_the_readme_plan_example_runs_as_written() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Allocation:  2 node(s) x 8 GPU(s) = 16 GPU(s)" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["plan", "--config", str(DISABLED)], ["render", "sft", "--config", str(DISABLED)]],
+    ids=["plan", "render"],
+)
+def test_a_config_nemo_rl_has_disabled_is_a_warning(cli: Cli, args: list[str]) -> None:
+    result = cli(*args, *SHARED_LOGS)
+    assert result.code == 0, result.err
+    warnings = [line for line in result.err.splitlines() if "disabled" in line]
+    assert warnings == [
+        f"nrl-launch: warning: {DISABLED}: NeMo RL has disabled this config (renamed "
+        "*.disabled): its nightly tests no longer run it, so it may not work"
+    ]
+    result = cli("plan", "--config", str(SFT_8N), *SHARED_LOGS)  # one NeMo RL runs: no word
+    assert result.code == 0 and "disabled" not in result.err
+
+
+def test_plan_reads_the_driver_of_ray_sub_s_command(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command = f"uv run ./examples/run_grpo.py --config {NONCOLOC_2N} cluster.num_nodes=3"
+    monkeypatch.setenv("COMMAND", command)
+    result = cli("plan", *SHARED_LOGS)
+    assert result.code == 0, result.err
+    assert "Allocation:  3 node(s) x 8 GPU(s) = 24 GPU(s) (cluster.num_nodes=3)" in result.out
+    assert "0-1   training" in result.out
+    assert result.err.splitlines() == [
+        "nrl-launch: warning: ray.sub variables set in your shell are used: COMMAND "
+        "(driver.command); unset them if they are not meant for this job"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("cluster.num_nodes=abc", "cluster.num_nodes: expected a whole number >= 1, got 'abc'"),
+        ("cluster.num_nodes=0", "cluster.num_nodes: expected a whole number >= 1, got 0"),
+        (
+            "cluster.num_nodes=${oc.env:NRL_TEST_UNSET}",
+            "cluster.num_nodes=${oc.env:NRL_TEST_UNSET}: its interpolation does not resolve "
+            "here; expected a whole number >= 1",
+        ),
+        (
+            "cluster.gpus_per_node=eight",
+            "cluster.gpus_per_node: expected a whole number >= 1, got 'eight'",
+        ),
+        (
+            "~cluster.num_nodes",
+            "cluster.num_nodes is not set: give it in the config (cluster.num_nodes=N) or --nodes",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", [["plan"], ["render", "grpo"]], ids=["plan", "render"])
+def test_a_bad_cluster_size_is_one_line_without_an_allocation(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, command: list[str], override: str, problem: str
+) -> None:
+    monkeypatch.delenv("NRL_TEST_UNSET", raising=False)
+    result = cli(*command, "--config", str(NONCOLOC_2N), override, *SHARED_LOGS)
+    assert result.code == 2
+    assert result.err.splitlines() == [f"nrl-launch: error: {problem}"]
+    assert result.out == ""

@@ -18,6 +18,8 @@ NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp
 SFT_8N = NEMO / "recipes" / "llm" / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
 GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 DRIVER = 'printf "%s\\0" "${NRL_DRIVER[@]}"'
+# Logs every node shares: a job run from the tests' dirs (under /tmp) is warned otherwise.
+SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 
 def rendered(cli: Cli, *args: str) -> tuple[str, str]:
@@ -89,6 +91,7 @@ def test_a_flag_contradicting_an_override_is_refused(cli: Cli, isolated: Path) -
         "3",
         "-o",
         "job.sbatch",
+        *SHARED_LOGS,
     )
     assert result.code == 2
     assert result.err.splitlines() == [
@@ -304,7 +307,7 @@ def test_a_ray_sub_style_job_is_sized_and_checked_from_its_driver_argv(cli: Cli)
     result = cli("render", *RAY_SUB, "policy.dtensor_cfg.tensor_parallel_size=3")
     assert result.code == 2
     assert "policy training: 8 GPU(s) are not a multiple of 3" in result.err
-    result = cli("render", "--nodes", "2", *RAY_SUB, "cluster.num_nodes=3")
+    result = cli("render", *SHARED_LOGS, "--nodes", "2", *RAY_SUB, "cluster.num_nodes=3")
     assert result.code == 2
     assert result.err.splitlines() == [
         "nrl-launch: error: slurm.nodes=2 (from --nodes) contradicts the override "
@@ -337,7 +340,7 @@ def test_a_driver_config_not_readable_here_is_said_not_checked(cli: Cli) -> None
         "note: the driver's --config nope.yaml is not readable here (no file nope.yaml): "
         "its config is not checked"
     ) in err
-    result = cli("plan", *args)
+    result = cli("plan", *SHARED_LOGS, *args)
     assert result.code == 2
     assert result.err.splitlines() == [
         "nrl-launch: error: the driver's --config nope.yaml is not readable here (no file "

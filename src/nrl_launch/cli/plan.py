@@ -80,21 +80,22 @@ def plan(
     nrl-launch plan --config recipe.yaml [OVERRIDES ...]: exit 0 when the config fits the job,
     2 with one line per problem when it does not. The job's flags and files (--nodes, -f,
     the profile) are checked against it too. A driver command (-- uv run examples/run_grpo.py
-    --config FILE OVERRIDES) is planned with the config and overrides it runs.
+    --config FILE OVERRIDES, or ray.sub's COMMAND) is planned with the config and overrides it
+    runs.
     """
     flags = job_flags_of(locals())
-    given = ("nemo_rl.config", "driver.command")
-    if not any(key in flags.values for key in given) and not flags.job and not flags.profile:
-        raise UsageError("--config FILE: plan needs a NeMo RL config")
     prepared = flags.prepare(check=False, need_driver=False, notes=False)
     layout = prepared.layout
     if layout is None and prepared.unchecked:
         raise UsageError(f"{prepared.unchecked}: run plan where it is, or give --config FILE")
     if layout is None:
-        raise UsageError("--config FILE: plan needs a NeMo RL config (or nemo_rl.config)")
+        raise UsageError(
+            "--config FILE: plan needs a NeMo RL config (or a driver command that gives one "
+            "--config, e.g. ray.sub's COMMAND)"
+        )
     if flags.json:
         output.emit_json("plan", _as_data(prepared, layout), ok=not prepared.problems)
-    else:
+    elif layout.cluster_nodes:  # without its nodes and GPUs there is no allocation to show
         output.emit_text(_as_text(prepared, layout))
     if prepared.problems:
         raise ConfigError(list(prepared.problems))

@@ -100,6 +100,17 @@ class NemoConfig:
             node = node._get_node(part)
         return not node._is_none()
 
+    def raw(self, key: str) -> Any:
+        """The value at `key` as written, unresolved (an interpolation's text), or MISSING."""
+        from omegaconf import OmegaConf
+
+        if not _has(self.tree, key, OmegaConf):
+            return MISSING
+        node = self.tree
+        for part in key.split("."):
+            node = node._get_node(part)
+        return node._value()
+
     def set_by_override(self, key: str) -> Override | None:
         """The last override the user gave that sets `key` (or a mapping above it)."""
         for override in reversed(self.overrides):

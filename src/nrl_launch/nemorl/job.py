@@ -116,10 +116,11 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
 
-    layout = compute(cfg.value, cfg.present)
+    layout = compute(cfg.value, cfg.present, cfg.raw)
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
     warnings = [
         *said,
+        *_disabled_warnings(source, cfg),
         *_algorithm_warning(nemo.recipe, source, cfg),
         *_storage_warnings(draft.spec, cfg),
         *deadline,
@@ -193,6 +194,22 @@ def _host_path(spec: LaunchSpec, written: str) -> tuple[Path | None, str]:
     return Path(path), ""
 
 
+def _disabled_warnings(source: _Source, cfg: NemoConfig) -> list[str]:
+    """NeMo RL disables a recipe by renaming it *.yaml.disabled: its nightly tests stop
+    running it, so it may no longer work with the NeMo RL it ships in."""
+    warnings = []
+    for path in cfg.files:  # the config first, then its defaults
+        if path.name.endswith(".disabled"):
+            name = source.shown
+            if path != cfg.path:
+                name = f"{path} (in the defaults of {source.shown})"
+            warnings.append(
+                f"{name}: NeMo RL has disabled this config (renamed *.disabled): its nightly "
+                "tests no longer run it, so it may not work"
+            )
+    return warnings
+
+
 def _algorithm_warning(recipe: str | None, source: _Source, cfg: NemoConfig) -> list[str]:
     """A recipe (or driver) of one algorithm given another's config: `sft --config grpo.yaml`."""
     if recipe is not None:
@@ -218,14 +235,13 @@ def _extra_nodes(cfg: NemoConfig) -> int:
 def _size(draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str) -> None:
     """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run)."""
     spec_key, cfg_key = f"slurm.{what}", f"cluster.{'num_nodes' if what == 'nodes' else what}"
-    flag = "--nodes" if what == "nodes" else "--gpus-per-node"
     in_cfg = cfg.value(cfg_key, None)
-    in_cfg = in_cfg if isinstance(in_cfg, int) and not isinstance(in_cfg, bool) else None
+    valid = isinstance(in_cfg, int) and not isinstance(in_cfg, bool) and in_cfg >= 1
+    in_cfg = in_cfg if valid else None
     job_value = getattr(draft.spec.slurm, what)
     if not draft.given(spec_key):
         if in_cfg is None:
-            draft.problems.append(f"{cfg_key} is not in the config: give {flag} or {cfg_key}=N")
-            return
+            return  # not set, or not a size: the layout says which, in one line
         _set(draft, spec_key, in_cfg + extra, f"{cfg_key} in {shown}")
         draft.notes.append(
             f"{spec_key}={in_cfg + extra}: from {cfg_key}={in_cfg}"

@@ -5,12 +5,7 @@ NeMo RL checks these rules in Python once the Ray cluster is up (`ResourceInsuff
 
 - Training runs on `cluster.num_nodes x cluster.gpus_per_node` GPUs, less what non-colocated
   generation takes; that world must be divisible by TP x CP x PP (DTensor: PP is 1).
-- vLLM's world must be divisible by its TP x PP; PP > 1 needs the async engine; EP is a multiple
-  of TP.
-- Non-colocated generation on one node takes GPUs of it and leaves some for training; on several
-  nodes it takes whole nodes, each with the cluster's GPUs per node. GRPO runs any backend so
-  (Megatron: a dedicated inference model with the training parallelism, overridable under
-  `policy.generation.mcore_generation_config`); PPO only vLLM; distillation not Megatron.
+- Generation, colocated or on GPUs of its own, and its engines: generation.py.
 - Non-colocated on-policy distillation teachers (`on_policy_distillation.non_colocated_teachers`,
   one per distinct teacher model) take whole nodes of `cluster.num_nodes`; the policy (training
   and generation) gets the rest.
@@ -24,48 +19,17 @@ NeMo RL checks these rules in Python once the Ray cluster is up (`ResourceInsuff
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from nrl_launch.nemorl import generation as gen
 from nrl_launch.nemorl.config import MISSING
+from nrl_launch.nemorl.generation import Generation
+from nrl_launch.nemorl.sizing import Lookup, Reader, Training, algorithm, divides, megatron_sizes
 
 __all__ = ["Generation", "Layout", "NodeRole", "RewardModel", "Teacher", "Training", "compute"]
 
-Lookup = Callable[[str], Any]  # a dotted key -> its resolved value, or MISSING
-
-
-@dataclass(frozen=True)
-class Training:
-    backend: str  # dtensor or megatron
-    tp: int
-    cp: int
-    pp: int
-    ep: int
-    gpus: int
-    dp: int | None  # None when the world does not divide
-
-    def describe(self) -> str:
-        parts = f"TP{self.tp} CP{self.cp} PP{self.pp}" + (f" EP{self.ep}" if self.ep > 1 else "")
-        dp = f" -> DP{self.dp}" if self.dp else ""
-        name = "Megatron" if self.backend == "megatron" else "FSDP2/DTensor"
-        return f"{name} {parts}{dp} on {self.gpus} GPU(s)"
-
-
-@dataclass(frozen=True)
-class Generation:
-    backend: str
-    colocated: bool
-    tp: int
-    pp: int
-    ep: int
-    gpus: int
-    instances: int | None  # engines: gpus / (tp x pp), None when it does not divide
-
-    def describe(self) -> str:
-        where = "colocated with training" if self.colocated else "on GPUs of its own"
-        engines = f", {self.instances} engine(s)" if self.instances else ""
-        ep = f" EP{self.ep}" if self.ep > 1 else ""
-        return f"{self.backend} TP{self.tp} PP{self.pp}{ep} on {self.gpus} GPU(s){engines}, {where}"
+_FLAGS = {"cluster.num_nodes": "--nodes", "cluster.gpus_per_node": "--gpus-per-node"}
 
 
 @dataclass(frozen=True)
@@ -139,55 +103,27 @@ class Layout:
         return self.generation.gpus if self.generation else 0
 
 
-@dataclass
-class _Reader:
-    """Reads values with their types checked; a wrong one becomes a problem, not a crash."""
-
-    lookup: Lookup
-    present: Callable[[str], bool]
-    problems: list[str] = field(default_factory=list)
-
-    def int(self, key: str, default: int | None, *, low: int = 1) -> int | None:
-        value = self.lookup(key)
-        if value is MISSING and self.present(key):
-            self.problems.append(f"{key}: its interpolation does not resolve")
-            return default
-        if value is MISSING or value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            self.problems.append(f"{key}: expected a whole number >= {low}, got {value!r}")
-            return default
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.lookup(key)
-        if value is MISSING or value is None:
-            return default
-        if not isinstance(value, bool):
-            self.problems.append(f"{key}: expected true or false, got {value!r}")
-            return default
-        return value
-
-    def has(self, key: str) -> bool:
-        return self.present(key)
-
-
-def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Layout:
+def compute(
+    lookup: Lookup,
+    present: Callable[[str], bool] | None = None,
+    raw: Callable[[str], Any] | None = None,
+) -> Layout:
     """The layout and the problems of a config: `lookup` gives a key's resolved value (e.g.
     NemoConfig.value), `present` whether the key is there and not null, resolved or not (e.g.
-    NemoConfig.present; by default, from `lookup`)."""
+    NemoConfig.present; by default, from `lookup`), `raw` its text unresolved (e.g.
+    NemoConfig.raw), to name a value that does not resolve."""
 
     def resolved_present(key: str) -> bool:
         return lookup(key) not in (MISSING, None)
 
-    read = _Reader(lookup, present or resolved_present)
+    read = Reader(lookup, present or resolved_present, raw)
     nodes = read.int("cluster.num_nodes", None)
     gpus = read.int("cluster.gpus_per_node", None)
     if nodes is None or gpus is None:
         for key, value in (("cluster.num_nodes", nodes), ("cluster.gpus_per_node", gpus)):
             if value is None and not any(p.startswith(key) for p in read.problems):
                 read.problems.append(
-                    f"{key} is not set: give it in the config, or --nodes/--gpus-per-node"
+                    f"{key} is not set: give it in the config ({key}=N) or {_FLAGS[key]}"
                 )
         return Layout(0, 0, (), None, None, (), tuple(read.problems))
     extra = []
@@ -214,10 +150,11 @@ def compute(lookup: Lookup, present: Callable[[str], bool] | None = None) -> Lay
             share.reward_model,
         )
     policy_nodes, policy_gpus = share.policy_nodes, share.policy_gpus
-    generation, train_gpus, gen_nodes = _generation(
+    generation, train_gpus, gen_nodes = gen.size(
         read, policy_nodes, policy_gpus, share.where, share.node
     )
     training = _training(read, "policy", train_gpus)
+    gen.sglang_training_problem(read, training)
     if generation and generation.backend == "megatron" and generation.colocated:
         # Colocated Megatron generation runs on the training model, with its parallelism.
         generation = replace(
@@ -256,7 +193,7 @@ class _Share:
     node: str = "the node"  # the GPUs of one node the policy has, as a problem names them
 
 
-def _share(read: _Reader, nodes: int, gpus: int, gym: int | None) -> _Share:
+def _share(read: Reader, nodes: int, gpus: int, gym: int | None) -> _Share:
     """The reward model's nodes first, then the non-colocated teachers', as GRPO's setup takes
     them; the policy gets the rest (on one node: the GPUs the reward model leaves)."""
     rm = _reward_model(read, nodes, gpus)
@@ -303,11 +240,11 @@ def _gym_roles(nodes: int, gym: int | None) -> list[NodeRole]:
     return [NodeRole(nodes + i, "nemo-gym", 0, 0) for i in range(gym or 0)]
 
 
-def _reward_model(read: _Reader, nodes: int, gpus_per_node: int) -> RewardModel | None:
+def _reward_model(read: Reader, nodes: int, gpus_per_node: int) -> RewardModel | None:
     """The reward model environment, as GRPO's and PPO's setup reserve it: when a data set
     names it (`env_name: reward_model` in data.train, data.validation or data.default, each a
     mapping or a list of them); its resources from env.reward_model.resources."""
-    if _algorithm(read) == "distillation" or not (read.has("grpo") or read.has("ppo")):
+    if algorithm(read) == "distillation" or not (read.has("grpo") or read.has("ppo")):
         return None  # only GRPO's and PPO's setup run one
     if "reward_model" not in _env_names(read):
         return None
@@ -339,11 +276,11 @@ def _reward_model(read: _Reader, nodes: int, gpus_per_node: int) -> RewardModel 
         cp = read.int("env.reward_model.dtensor_cfg.context_parallel_size", 1) or 1
         names = f"env.reward_model.dtensor_cfg.tensor_parallel_size={tp} x "
         names += f"context_parallel_size={cp}"
-        _divides(read, "reward model", rm_nodes * rm_gpus, tp * cp, names)
+        divides(read, "reward model", rm_nodes * rm_gpus, tp * cp, names)
     return rm
 
 
-def _env_names(read: _Reader) -> set[str]:
+def _env_names(read: Reader) -> set[str]:
     """The environments the data sets name (NeMo RL's extract_necessary_env_names)."""
     names = set()
     for split in ("data.train", "data.validation", "data.default"):
@@ -354,65 +291,7 @@ def _env_names(read: _Reader) -> set[str]:
     return names
 
 
-def _algorithm(read: _Reader) -> str:
-    """The algorithm a config is for, by its section: the drivers differ in what they accept."""
-    for name in ("distillation", "ppo"):
-        if read.has(name):
-            return name
-    return "grpo"
-
-
-def _generation(
-    read: _Reader, nodes: int, gpus: int, where: str, node: str = "the node"
-) -> tuple[Generation | None, int, int]:
-    """Generation's engines, the GPUs left for training, and the nodes generation takes whole
-    (of the policy's `nodes`, which `where` names; on one node, of its `gpus`, which `node`
-    names)."""
-    total = nodes * gpus
-    if not read.has("policy.generation"):
-        return None, total, 0  # SFT, DPO, RM: every GPU trains
-    g = "policy.generation"
-    backend = read.lookup(f"{g}.backend")
-    backend = backend if isinstance(backend, str) else "vllm"
-    tp = read.int(f"{g}.vllm_cfg.tensor_parallel_size", 1) or 1
-    pp = read.int(f"{g}.vllm_cfg.pipeline_parallel_size", 1) or 1
-    ep = read.int(f"{g}.vllm_cfg.expert_parallel_size", 1) or 1
-    colocated = read.flag(f"{g}.colocated.enabled", True)
-    train_gpus, gen_gpus, gen_nodes = total, total, 0
-    if not colocated:
-        algorithm = _algorithm(read)
-        if algorithm == "distillation" and backend == "megatron":
-            read.problems.append(
-                f"{g}.backend=megatron cannot run without colocation in distillation: "
-                f"set {g}.colocated.enabled=true or use vllm"
-            )
-        elif algorithm == "ppo" and backend != "vllm":
-            read.problems.append(
-                f"{g}.backend={backend}: PPO runs non-colocated generation only on vllm: "
-                f"set {g}.colocated.enabled=true or use vllm"
-            )
-        train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus, where, node)
-    gen_gpus, engines = max(gen_gpus, 0), None
-    if backend == "vllm":
-        engines = _vllm_checks(read, gen_gpus, tp, pp, ep)
-    elif backend == "sglang":
-        _sglang_checks(read, gen_gpus, gpus)
-    elif backend == "megatron" and not colocated:
-        # A dedicated inference model: the training's megatron_cfg, with what
-        # mcore_generation_config sets over it.
-        def key(name: str) -> str:
-            own = f"{g}.mcore_generation_config.{name}"
-            return own if read.has(own) else f"policy.megatron_cfg.{name}"
-
-        sizes = _megatron(
-            read, gen_gpus, key, "generation (Megatron)", "generation (Megatron) experts"
-        )
-        tp, pp, ep, engines = sizes.tp, sizes.pp, sizes.ep, sizes.dp
-    gen = Generation(backend, colocated, tp, pp, ep, gen_gpus, engines)
-    return gen, max(train_gpus, 0), gen_nodes
-
-
-def _teachers(read: _Reader, gpus_per_node: int) -> list[Teacher]:
+def _teachers(read: Reader, gpus_per_node: int) -> list[Teacher]:
     """Non-colocated OPD teachers, as NeMo RL reserves them (nemo_rl/algorithms/opd.py): one per
     distinct teacher model of teacher_model_by_agent_name (per alias without deduplication),
     each with default_teacher_cfg under its teacher_overrides.<alias>."""
@@ -455,7 +334,7 @@ def _teachers(read: _Reader, gpus_per_node: int) -> list[Teacher]:
 
 
 def _teacher(
-    read: _Reader, alias: str, model: str, key: Callable[[str], str], gpus_per_node: int
+    read: Reader, alias: str, model: str, key: Callable[[str], str], gpus_per_node: int
 ) -> Teacher:
     nodes = read.int(key("num_nodes"), 1) or 1
     gpus = read.int(key("gpus_per_node"), 8) or 8  # NeMo RL's default
@@ -469,93 +348,11 @@ def _teacher(
         )
     names = f"{key('tensor_model_parallel_size')}={tp} x context_parallel_size={cp} x "
     names += f"pipeline_model_parallel_size={pp}"
-    _divides(read, f"teacher {alias!r}", nodes * min(gpus, gpus_per_node), tp * cp * pp, names)
+    divides(read, f"teacher {alias!r}", nodes * min(gpus, gpus_per_node), tp * cp * pp, names)
     return Teacher(alias, model, nodes, gpus, tp, cp, pp)
 
 
-def _vllm_checks(read: _Reader, gpus: int, tp: int, pp: int, ep: int) -> int | None:
-    g = "policy.generation.vllm_cfg"
-    engines = _divides(
-        read,
-        "generation (vLLM)",
-        gpus,
-        tp * pp,
-        f"{g}.tensor_parallel_size={tp} x pipeline_parallel_size={pp}",
-    )
-    if pp > 1 and not read.flag(f"{g}.async_engine", False):
-        read.problems.append(f"{g}.pipeline_parallel_size={pp} needs {g}.async_engine=true")
-    if ep > 1 and ep % tp:
-        read.problems.append(
-            f"{g}.expert_parallel_size={ep} must be a multiple of tensor_parallel_size={tp}"
-        )
-    if ep > 1 and ep != tp and read.flag(f"{g}.async_engine", False):
-        read.problems.append(
-            f"{g}.expert_parallel_size={ep} differs from tensor_parallel_size={tp}, which "
-            f"the async engine does not support: set {g}.async_engine=false"
-        )
-    return engines
-
-
-def _sglang_checks(read: _Reader, gpus: int, gpus_per_node: int) -> None:
-    key = "policy.generation.sglang_cfg.gpus_per_server"
-    per_server = read.int(key, None)
-    if per_server is None:
-        read.problems.append(f"{key} is not set: SGLang needs the GPUs of each server")
-    elif per_server > gpus:
-        read.problems.append(f"{key}={per_server} is more than generation's {gpus} GPU(s)")
-    elif per_server > gpus_per_node:
-        read.problems.append(
-            f"{key}={per_server} is more than a node's {gpus_per_node} GPU(s): "
-            "a server runs on one node"
-        )
-
-
-def _split(read: _Reader, nodes: int, gpus: int, where: str, node: str) -> tuple[int, int, int]:
-    """Non-colocated: (training GPUs, generation GPUs, generation's whole nodes); on one node,
-    `node` names its GPUs the policy has."""
-    res = "policy.generation.colocated.resources"
-    res_gpus = read.int(f"{res}.gpus_per_node", None)
-    res_nodes = read.int(f"{res}.num_nodes", None)
-    total = nodes * gpus
-    if nodes == 1:
-        if res_nodes not in (None, 1):
-            read.problems.append(
-                f"{res}.num_nodes={res_nodes}: the cluster has one node ({where}); "
-                "generation takes GPUs of it (set num_nodes to null or 1)"
-            )
-        if res_gpus is None:
-            read.problems.append(
-                f"{res}.gpus_per_node must be > 0: on one node non-colocated generation "
-                "takes that many of its GPUs"
-            )
-            return total, 0, 0
-        if gpus - res_gpus <= 0:
-            read.problems.append(
-                f"{res}.gpus_per_node={res_gpus} takes all {gpus} GPUs of {node}: "
-                "none are left for training"
-            )
-        return max(gpus - res_gpus, 0), res_gpus, 0
-    if res_gpus != gpus:
-        given = "is not set" if res_gpus is None else f"is {res_gpus}"
-        read.problems.append(
-            f"{res}.gpus_per_node {given}; it must equal cluster.gpus_per_node={gpus}: "
-            "on several nodes generation takes whole nodes"
-        )
-    if res_nodes is None:
-        read.problems.append(
-            f"{res}.num_nodes must be > 0: on {nodes} nodes ({where}) non-colocated "
-            "generation takes whole nodes"
-        )
-        return total, 0, 0
-    if nodes - res_nodes <= 0:
-        read.problems.append(
-            f"{res}.num_nodes={res_nodes} takes all {nodes} nodes ({where}): "
-            "none are left for training"
-        )
-    return max(nodes - res_nodes, 0) * gpus, min(res_nodes, nodes) * gpus, min(res_nodes, nodes)
-
-
-def _training(read: _Reader, section: str, gpus: int) -> Training:
+def _training(read: Reader, section: str, gpus: int) -> Training:
     megatron = read.flag(f"{section}.megatron_cfg.enabled", False)
     # FSDP2: dtensor_cfg, renamed automodel_cfg in later NeMo RL releases.
     fsdp = (
@@ -573,7 +370,7 @@ def _training(read: _Reader, section: str, gpus: int) -> Training:
             f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both false: enable one"
         )
     if megatron:
-        return _megatron(
+        return megatron_sizes(
             read,
             gpus,
             lambda name: f"{section}.megatron_cfg.{name}",
@@ -584,7 +381,7 @@ def _training(read: _Reader, section: str, gpus: int) -> Training:
     cp = read.int(f"{fsdp}.context_parallel_size", 1) or 1
     ep = read.int(f"{fsdp}.expert_parallel_size", 1) or 1
     names = f"{fsdp}.tensor_parallel_size={tp} x context_parallel_size={cp}"
-    dp = _divides(read, f"{section} training", gpus, tp * cp, names)
+    dp = divides(read, f"{section} training", gpus, tp * cp, names)
     if ep > 1 and gpus and (gpus // tp) % ep:
         # FSDP2 shards experts over the data- and context-parallel ranks: (DP x CP) % EP == 0.
         read.problems.append(
@@ -593,43 +390,6 @@ def _training(read: _Reader, section: str, gpus: int) -> Training:
             f"tensor_parallel_size={tp})"
         )
     return Training("dtensor", tp, cp, 1, ep, gpus, dp)
-
-
-def _megatron(
-    read: _Reader, gpus: int, key: Callable[[str], str], what: str, experts: str
-) -> Training:
-    """Megatron's sizes, read through `key` (a size's name -> its dotted key), checked on
-    `gpus` as lm_policy.py checks them; `what` and `experts` name the model in the problems."""
-    tp = read.int(key("tensor_model_parallel_size"), 1) or 1
-    pp = read.int(key("pipeline_model_parallel_size"), 1) or 1
-    cp = read.int(key("context_parallel_size"), 1) or 1
-    ep = read.int(key("expert_model_parallel_size"), 1) or 1
-    etp = read.int(key("expert_tensor_parallel_size"), tp) or tp
-    if ep > 1 or etp != tp:
-        _divides(
-            read,
-            experts,
-            gpus,
-            etp * ep * pp,
-            f"{key('expert_tensor_parallel_size')}={etp} x expert_model_parallel_size={ep} "
-            f"x pipeline_model_parallel_size={pp}",
-        )
-    names = (
-        f"{key('tensor_model_parallel_size')}={tp} x context_parallel_size={cp} x "
-        f"pipeline_model_parallel_size={pp}"
-    )
-    dp = _divides(read, what, gpus, tp * cp * pp, names)
-    return Training("megatron", tp, cp, pp, ep, gpus, dp)
-
-
-def _divides(read: _Reader, what: str, gpus: int, size: int, names: str) -> int | None:
-    """gpus / size, or None with a problem when it does not divide (or there are no GPUs)."""
-    if gpus <= 0:
-        return None
-    if gpus < size or gpus % size:
-        read.problems.append(f"{what}: {gpus} GPU(s) are not a multiple of {size} ({names})")
-        return None
-    return gpus // size
 
 
 def _roles(
