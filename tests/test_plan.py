@@ -323,6 +323,8 @@ def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
     data = json.loads(result.out)
     assert data["ok"] is False
     assert len(data["problems"]) == 3
+    # The keys every command's error object has (README: Exit codes), beside the plan's own.
+    assert (data["exit_code"], data["errors"]) == (2, data["problems"])
     errors = result.err.splitlines()
     assert errors == [f"nrl-launch: error: {p}" for p in data["problems"]]
     assert "Traceback" not in result.err

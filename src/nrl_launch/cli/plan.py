@@ -93,12 +93,16 @@ def plan(
             "--config FILE: plan needs a NeMo RL config (or a driver command that gives one "
             "--config, e.g. ray.sub's COMMAND)"
         )
+    failed = ConfigError(list(prepared.problems)) if prepared.problems else None
     if flags.json:
-        output.emit_json("plan", _as_data(prepared, layout), ok=not prepared.problems)
+        data = _as_data(prepared, layout)
+        if failed is not None:  # as every command's error object has them (cli.main)
+            data |= {"exit_code": int(failed.exit_code), "errors": list(prepared.problems)}
+        output.emit_json("plan", data, ok=failed is None)
     elif layout.cluster_nodes:  # without its nodes and GPUs there is no allocation to show
         output.emit_text(_as_text(prepared, layout))
-    if prepared.problems:
-        raise ConfigError(list(prepared.problems))
+    if failed is not None:
+        raise failed
 
 
 def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
