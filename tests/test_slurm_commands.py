@@ -68,12 +68,28 @@ def test_status_without_accounting_falls_back_to_scontrol(cli: Cli, slurm: FakeS
     code of a job that ended less than MinJobAge ago."""
     slurm.answer("sbatch", stdout="4\n")  # the job captured in scontrol-show-job-failed.txt
     cli("submit", "-q", *JOB)
-    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("squeue", stdout="4|FAILED|NonZeroExitCode|2|node[0-1]\n")  # no exit code
     slurm.answer("sacct", stdout=(DATA / "sacct-disabled.txt").read_text(), code=1)
     slurm.answer("scontrol", stdout=(DATA / "scontrol-show-job-failed.txt").read_text())
     job = json.loads(cli("status", "4", "--json").out)["jobs"][0]
     assert (job["phase"], job["exit_code"]) == ("FAILED", 3)
     assert "scontrol show job -o 4" in slurm.calls()
+
+
+def test_jobs_slurm_has_forgotten_cost_no_query_each(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Past MinJobAge neither squeue nor scontrol knows a job (both read slurmctld's memory): a
+    listing of many old jobs on a site without accounting asks squeue once, and sacct once for
+    the accounting and once for the completion log, not scontrol for each job."""
+    from tests.test_cli_commands import save
+
+    for job_id in ("5", "6", "7"):
+        save(tmp_path, job_id)
+    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("sacct", stdout=(DATA / "sacct-disabled.txt").read_text(), code=1)
+    assert cli("status").code == 0
+    assert [call.split()[0] for call in slurm.calls()] == ["squeue", "sacct", "sacct"]
 
 
 def test_status_of_a_job_nrl_launch_did_not_submit_is_exit_4(cli: Cli, slurm: FakeSlurm) -> None:

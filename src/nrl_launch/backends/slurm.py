@@ -305,9 +305,10 @@ def scheduler_views(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
     if finished:
         views.update(_sacct(finished))
     # Neither accounting nor a completion log (many sites keep one or the other, not all):
-    # slurmctld still holds a finished job, exit code included, for MinJobAge.
+    # slurmctld still holds a finished job, exit code included, for MinJobAge: the jobs squeue
+    # lists (its format has no exit code). One it does not list, scontrol does not know either.
     for job_id in finished:
-        if job_id not in views or views[job_id].exit_code is None:
+        if job_id in views and views[job_id].exit_code is None:
             views.update(_scontrol(job_id))
     return views
 
