@@ -3,11 +3,16 @@
 - Colocated generation shares the training GPUs; non-colocated generation on one node takes
   `colocated.resources.gpus_per_node` GPUs of it and leaves the rest for training; on several
   nodes it takes `colocated.resources.num_nodes` whole nodes, each with the cluster's GPUs per
-  node. GRPO runs any backend so (Megatron: a dedicated inference model with the training
-  parallelism, overridable under `policy.generation.mcore_generation_config`); PPO only vLLM;
-  distillation not Megatron; no algorithm SGLang (its refit raises NotImplementedError).
+  node.
+- The backends each algorithm runs at all (its setup in grpo.py, ppo.py, distillation.py): GRPO
+  vllm, sglang, megatron, trtllm and dynamo; PPO vllm and sglang; distillation vllm and
+  megatron. Non-colocated: GRPO every one but SGLang (its refit raises NotImplementedError;
+  Megatron: a dedicated inference model with the training parallelism, overridable under
+  `policy.generation.mcore_generation_config`), and Dynamo only so; PPO only vLLM;
+  distillation only vLLM.
 - vLLM's world must be divisible by its TP x PP; PP > 1 needs the async engine; EP is a multiple
   of TP.
+- TensorRT-LLM and Dynamo: see `_trtllm` and `_dynamo`.
 - SGLang, in two shapes (see `_sglang`): NeMo RL v0.7.0 and later size its engines from
   `sglang_cfg.sglang_server_config` (num_gpus, num_gpus_per_engine); v0.6.x from
   `sglang_cfg.gpus_per_server`.
@@ -71,26 +76,15 @@ def size(
     backend = backend if isinstance(backend, str) else "vllm"
     colocated = read.flag(f"{G}.colocated.enabled", True)
     train_gpus, gen_gpus, gen_nodes = total, total, 0
+    runs = _backend_runs(read, backend, colocated)
     if not colocated:
-        _non_colocated_backend(read, backend)
         train_gpus, gen_gpus, gen_nodes = _split(read, nodes, gpus, where, node)
     gen_gpus = max(gen_gpus, 0)
     # The GPUs of each node generation has: the policy's, or on one node the ones it takes.
     per_node = gpus if colocated or nodes > 1 else gen_gpus
-    if backend == "sglang":
-        sizes = _sglang(read, gen_gpus, per_node)
-    elif backend == "megatron" and not colocated:
-        # A dedicated inference model: the training's megatron_cfg, with what
-        # mcore_generation_config sets over it.
-        def key(name: str) -> str:
-            own = f"{G}.mcore_generation_config.{name}"
-            return own if read.has(own) else f"policy.megatron_cfg.{name}"
-
-        what = "generation (Megatron)"
-        m = megatron_sizes(read, gen_gpus, key, what, f"{what} experts")
-        sizes = _Engines(m.tp, m.pp, m.ep, m.dp)
-    else:
-        sizes = _vllm(read, gen_gpus, check=backend == "vllm")
+    # A backend the algorithm refuses is sized, to show it, but not checked as if it ran.
+    checked = read if runs else Reader(read.lookup, read.present, read.raw)
+    sizes = _sizes(checked, backend, colocated, gen_gpus, per_node)
     gen = Generation(
         backend,
         colocated,
@@ -104,9 +98,49 @@ def size(
     return gen, max(train_gpus, 0), gen_nodes
 
 
-def _non_colocated_backend(read: Reader, backend: str) -> None:
-    """What each algorithm runs on GPUs of its own."""
+def _sizes(read: Reader, backend: str, colocated: bool, gpus: int, per_node: int) -> _Engines:
+    """The engines of `backend` on generation's `gpus`, `per_node` of them on each node."""
+    if backend == "sglang":
+        return _sglang(read, gpus, per_node)
+    if backend == "trtllm":
+        return _trtllm(read, gpus, per_node, colocated)
+    if backend == "dynamo":
+        return _dynamo(read, gpus, per_node, colocated)
+    if backend == "megatron" and not colocated:
+        # A dedicated inference model: the training's megatron_cfg, with what
+        # mcore_generation_config sets over it.
+        def key(name: str) -> str:
+            own = f"{G}.mcore_generation_config.{name}"
+            return own if read.has(own) else f"policy.megatron_cfg.{name}"
+
+        what = "generation (Megatron)"
+        m = megatron_sizes(read, gpus, key, what, f"{what} experts")
+        return _Engines(m.tp, m.pp, m.ep, m.dp)
+    # Colocated Megatron generation runs on the training model (layout.py sizes it so).
+    return _vllm(read, gpus, check=backend == "vllm")
+
+
+# The generation backends each algorithm's setup runs (grpo.py, ppo.py, distillation.py).
+_RUNS = {
+    "grpo": ("GRPO", ("vllm", "sglang", "megatron", "trtllm", "dynamo"), ""),
+    "ppo": ("PPO", ("vllm", "sglang"), " (sglang colocated): use vllm"),
+    "distillation": ("distillation", ("vllm", "megatron"), " (megatron colocated): use vllm"),
+}
+
+
+def _backend_runs(read: Reader, backend: str, colocated: bool) -> bool:
+    """Whether the algorithm runs `backend` at all (a problem when not), and what it runs on
+    GPUs of its own."""
     name = algorithm(read)
+    label, runs, hint = _RUNS[name]
+    if backend not in runs:
+        listed = f"{', '.join(runs[:-1])} or {runs[-1]}"
+        read.problems.append(
+            f"{G}.backend={backend}: NeMo RL's {label} generates only with {listed}{hint}"
+        )
+        return False
+    if colocated:
+        return True
     if name == "distillation" and backend == "megatron":
         read.problems.append(
             f"{G}.backend=megatron cannot run without colocation in distillation: "
@@ -123,11 +157,11 @@ def _non_colocated_backend(read: Reader, backend: str) -> None:
             f"{G}.backend=sglang cannot run without colocation (NeMo RL has not implemented "
             f"non-colocated SGLang): set {G}.colocated.enabled=true or use vllm"
         )
+    return True
 
 
 def _vllm(read: Reader, gpus: int, *, check: bool) -> _Engines:
-    """vLLM's sizes and its checks; another backend this does not model (trtllm, dynamo) shows
-    vllm_cfg's sizes, unchecked."""
+    """vLLM's sizes and, with `check`, its checks."""
     v = f"{G}.vllm_cfg"
     tp = read.int(f"{v}.tensor_parallel_size", 1) or 1
     pp = read.int(f"{v}.pipeline_parallel_size", 1) or 1
@@ -153,6 +187,101 @@ def _vllm(read: Reader, gpus: int, *, check: bool) -> _Engines:
             f"the async engine does not support: set {v}.async_engine=false"
         )
     return _Engines(tp, pp, ep, engines)
+
+
+def _trtllm(read: Reader, gpus: int, per_node: int, colocated: bool) -> _Engines:
+    """TensorRT-LLM (trtllm/trtllm_generation.py, TrtllmGeneration): engines of
+    `trtllm_cfg.tensor_parallel_size` GPUs, which must divide generation's world; no pipeline
+    parallelism; MoE layers split TP into moe TP x moe EP; only the async engine. An engine
+    larger than a node spans nodes (one placement group) only non-colocated; one within a node
+    stays on it (a placement group per node), so it divides the node's GPUs."""
+    t = f"{G}.trtllm_cfg"
+    tp = read.int(f"{t}.tensor_parallel_size", None)
+    if tp is None:
+        if not any(p.startswith(f"{t}.tensor_parallel_size") for p in read.problems):
+            read.problems.append(
+                f"{t}.tensor_parallel_size is not set: NeMo RL sizes TRT-LLM's engines from it"
+            )
+        return _Engines(1, 1, 1, None)
+    pp = read.int(f"{t}.pipeline_parallel_size", 1) or 1
+    moe_tp = read.int(f"{t}.moe_tensor_parallel_size", None)
+    moe_ep = read.int(f"{t}.moe_expert_parallel_size", None)
+    if pp != 1:
+        read.problems.append(
+            f"{t}.pipeline_parallel_size={pp}: NeMo RL's TRT-LLM backend has no pipeline "
+            "parallelism (set it to 1)"
+        )
+    if (moe_tp or moe_ep) and (moe_tp or 1) * (moe_ep or 1) != tp:
+        read.problems.append(
+            f"{t}.moe_tensor_parallel_size={moe_tp or 1} x moe_expert_parallel_size="
+            f"{moe_ep or 1} must equal tensor_parallel_size={tp}"
+        )
+    if not read.flag(f"{t}.async_engine", False):
+        read.problems.append(
+            f"{t}.async_engine must be true: NeMo RL runs TRT-LLM only with its async engine"
+        )
+    engines = divides(read, "generation (TRT-LLM)", gpus, tp, f"{t}.tensor_parallel_size={tp}")
+    if engines and colocated and tp > per_node:
+        read.problems.append(
+            f"{t}.tensor_parallel_size={tp} is more than a node's {per_node} GPU(s): NeMo RL "
+            "runs TRT-LLM's TP across nodes only non-colocated"
+        )
+        engines = None
+    elif engines and tp <= per_node and per_node % tp:
+        read.problems.append(
+            f"{t}.tensor_parallel_size={tp} does not divide a node's {per_node} GPU(s): NeMo RL "
+            "keeps an engine no larger than a node on one node"
+        )
+        engines = None
+    return _Engines(tp, pp, moe_ep or 1, engines)
+
+
+def _dynamo(read: Reader, gpus: int, per_node: int, colocated: bool) -> _Engines:
+    """Dynamo (dynamo/config.py's DynamoConfig, managed_runtime.py, worker_pool.py): vLLM
+    engines of vllm_cfg's TP x PP GPUs, each on one node, on GPUs of their own; so they divide
+    each node's generation GPUs. EP is 1 or TP. GRPO refuses in-flight weight updates with it
+    (grpo.py's setup: it drains rollouts before a refit)."""
+    v = f"{G}.vllm_cfg"
+    if colocated:
+        read.problems.append(
+            f"{G}.backend=dynamo needs {G}.colocated.enabled=false: NeMo RL runs Dynamo's "
+            "engines only on GPUs of their own"
+        )
+    if algorithm(read) == "grpo" and read.flag("grpo.async_grpo.in_flight_weight_updates", False):
+        read.problems.append(
+            "grpo.async_grpo.in_flight_weight_updates=true: NeMo RL's Dynamo backend drains "
+            "rollouts before each refit (set it to false)"
+        )
+    sizes = {}
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
+        key = f"{v}.{name}"
+        sizes[name] = read.int(key, None)
+        if sizes[name] is None and not any(p.startswith(key) for p in read.problems):
+            read.problems.append(f"{key} is not set: NeMo RL's Dynamo backend requires it")
+    tp = sizes["tensor_parallel_size"] or 1
+    pp = sizes["pipeline_parallel_size"] or 1
+    ep = sizes["expert_parallel_size"] or 1
+    if ep not in (1, tp):
+        read.problems.append(
+            f"{v}.expert_parallel_size={ep} must be 1 or tensor_parallel_size={tp} with "
+            f"{G}.backend=dynamo"
+        )
+    if colocated or per_node <= 0 or None in sizes.values():
+        return _Engines(tp, pp, ep, None)
+    names = f"{v}.tensor_parallel_size={tp} x pipeline_parallel_size={pp}"
+    if tp * pp > per_node:
+        read.problems.append(
+            f"{names} is more than a node's {per_node} generation GPU(s): NeMo RL runs each "
+            "Dynamo engine on one node"
+        )
+    elif per_node % (tp * pp):
+        read.problems.append(
+            f"{names} does not divide a node's {per_node} generation GPU(s): NeMo RL runs each "
+            "Dynamo engine on one node"
+        )
+    else:
+        return _Engines(tp, pp, ep, gpus // (tp * pp))
+    return _Engines(tp, pp, ep, None)
 
 
 def _sglang(read: Reader, gpus: int, per_node: int) -> _Engines:
@@ -300,8 +429,11 @@ def _split(read: Reader, nodes: int, gpus: int, where: str, node: str) -> tuple[
 def sglang_training_problem(read: Reader, training: Training) -> None:
     """NeMo RL v0.7.0 and later stream the weights to SGLang only from FSDP2 training on the
     DTensor v2 worker: the Megatron and DTensor v1 workers raise NotImplementedError when
-    GRPO's setup hands them the engines' size."""
+    GRPO's setup hands them the engines' size. (An algorithm that runs no SGLang at all has
+    said so: see `_backend_runs`.)"""
     if read.lookup(f"{G}.backend") != "sglang" or not read.has(SERVER):
+        return
+    if "sglang" not in _RUNS[algorithm(read)][1]:
         return
     if training.backend == "megatron":
         read.problems.append(
