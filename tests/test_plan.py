@@ -192,7 +192,7 @@ RULES = [
     (
         "FSDP2 under its later name, automodel_cfg",
         DENSE_32N,
-        ["++policy.automodel_cfg.tensor_parallel_size=3"],
+        ["++policy.automodel_cfg.enabled=true", "++policy.automodel_cfg.tensor_parallel_size=3"],
         "policy training: 256 GPU(s) are not a multiple of 3 "
         "(policy.automodel_cfg.tensor_parallel_size=3",
     ),
@@ -217,14 +217,19 @@ RULES = [
     (
         "PPO's value model shares the training GPUs",
         SFT_8N,
-        ["++value.dtensor_cfg.enabled=true", "++value.dtensor_cfg.tensor_parallel_size=3"],
+        [
+            "++value.dtensor_cfg.enabled=true",
+            "++value.dtensor_cfg._v2=true",
+            "++value.megatron_cfg.enabled=false",
+            "++value.dtensor_cfg.tensor_parallel_size=3",
+        ],
         "value training: 64 GPU(s) are not a multiple of 3",
     ),
     (
         "a training backend is enabled",
         DENSE_32N,
         ["policy.dtensor_cfg.enabled=false"],
-        "policy.dtensor_cfg.enabled and policy.megatron_cfg.enabled are both false",
+        "neither policy.dtensor_cfg.enabled nor policy.megatron_cfg.enabled is true",
     ),
     (
         "a size that does not resolve is named",

@@ -353,22 +353,7 @@ def _teacher(
 
 
 def _training(read: Reader, section: str, gpus: int) -> Training:
-    megatron = read.flag(f"{section}.megatron_cfg.enabled", False)
-    # FSDP2: dtensor_cfg, renamed automodel_cfg in later NeMo RL releases.
-    fsdp = (
-        f"{section}.automodel_cfg"
-        if read.has(f"{section}.automodel_cfg")
-        else f"{section}.dtensor_cfg"
-    )
-    fsdp_on = read.flag(f"{fsdp}.enabled", not megatron)
-    if megatron and fsdp_on:
-        read.problems.append(
-            f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both true: enable one"
-        )
-    if not megatron and not fsdp_on:
-        read.problems.append(
-            f"{fsdp}.enabled and {section}.megatron_cfg.enabled are both false: enable one"
-        )
+    megatron, fsdp = _training_backend(read, section)
     if megatron:
         return megatron_sizes(
             read,
@@ -390,6 +375,43 @@ def _training(read: Reader, section: str, gpus: int) -> Training:
             f"tensor_parallel_size={tp})"
         )
     return Training("dtensor", tp, cp, 1, ep, gpus, dp)
+
+
+def _training_backend(read: Reader, section: str) -> tuple[bool, str]:
+    """Whether `section` trains with Megatron, and its FSDP2 block, picked as NeMo RL picks them
+    (lm_policy.py's Policy, lm_value.py's Value, v0.4 to main alike): by each block's `enabled`,
+    exactly one true, neither defaulting to true (an `enabled` not given is false, as there).
+    PPO reads the value model's `megatron_cfg.enabled` always, and trains a DTensor value model
+    only on the v2 worker. (Main's config schema also requires `dtensor_cfg.enabled` to be
+    written; releases before it did not, so that alone is not refused.)"""
+    # FSDP2: dtensor_cfg, renamed automodel_cfg in later NeMo RL releases.
+    automodel = f"{section}.automodel_cfg"
+    fsdp = automodel if read.has(automodel) else f"{section}.dtensor_cfg"
+    mcore = f"{section}.megatron_cfg"
+    if not read.has(section):  # no policy: an eval config, which trains nothing
+        return False, fsdp
+    unset = section == "value" and not read.has(f"{mcore}.enabled")
+    if unset:
+        read.problems.append(
+            f"{mcore}.enabled is not set: NeMo RL's PPO reads it (true to train the value model "
+            f"with Megatron, false with {fsdp}.enabled=true)"
+        )
+    megatron = read.flag(f"{mcore}.enabled", False)
+    fsdp_on = read.flag(f"{fsdp}.enabled", False)
+    if megatron and fsdp_on:
+        read.problems.append(f"{fsdp}.enabled and {mcore}.enabled are both true: enable one")
+    elif not megatron and not fsdp_on and not unset:
+        read.problems.append(
+            f"neither {fsdp}.enabled nor {mcore}.enabled is true: NeMo RL trains with the one "
+            "enabled; enable one"
+        )
+    elif (
+        section == "value" and fsdp_on and fsdp != automodel and not read.flag(f"{fsdp}._v2", False)
+    ):
+        read.problems.append(
+            f"{fsdp}._v2 must be true: NeMo RL trains a DTensor value model only on its v2 worker"
+        )
+    return megatron, fsdp
 
 
 def _roles(
