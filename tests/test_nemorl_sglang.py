@@ -9,14 +9,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from nrl_launch.nemorl.config import load
-from nrl_launch.nemorl.layout import Layout, compute
 from tests.conftest import Cli
+from tests.test_plan import fits_then_one_problem, layout_of
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
@@ -27,11 +25,6 @@ OLD = NEMO / "grpo_math_1B_sglang-v0.6.0.yaml"  # v0.6.0: gpus_per_server 1, on 
 SG = "policy.generation.sglang_cfg"
 SERVER = f"{SG}.sglang_server_config"
 RES = "policy.generation.colocated.resources"
-
-
-def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
-    cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present, cfg.raw)
 
 
 @pytest.mark.parametrize(
@@ -155,10 +148,7 @@ def test_each_sglang_rule_fits_and_misfits(
     overrides: list[str],
     problem: str,
 ) -> None:
-    assert layout_of(path).problems == ()
-    problems = layout_of(path, overrides).problems
-    assert len(problems) == 1, problems
-    assert problem in problems[0]
+    fits_then_one_problem(path, overrides, problem)
 
 
 def test_a_misfit_is_one_line_with_exit_2(cli: Cli) -> None:

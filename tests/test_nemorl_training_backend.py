@@ -11,14 +11,12 @@ before it did not, so that alone is not refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from nrl_launch.nemorl.config import load
-from nrl_launch.nemorl.layout import Layout, compute
 from tests.conftest import Cli
+from tests.test_plan import fits_then_one_problem, layout_of
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
@@ -26,11 +24,6 @@ DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"  # FSDP2
 SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"  # Megatron
 SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 VALUE_FSDP = ["++value.dtensor_cfg.enabled=true", "++value.dtensor_cfg._v2=true"]
-
-
-def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
-    cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present, cfg.raw)
 
 
 RULES = [
@@ -81,10 +74,7 @@ def test_each_rule_fits_and_misfits(
     overrides: list[str],
     problem: str,
 ) -> None:
-    assert layout_of(path).problems == ()
-    problems = layout_of(path, overrides).problems
-    assert len(problems) == 1, problems
-    assert problem in problems[0]
+    fits_then_one_problem(path, overrides, problem)
 
 
 def test_a_value_model_nemo_rl_runs_fits() -> None:

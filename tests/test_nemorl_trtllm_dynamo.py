@@ -14,14 +14,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from nrl_launch.nemorl.config import load
-from nrl_launch.nemorl.layout import Layout, compute
 from tests.conftest import Cli
+from tests.test_plan import fits_then_one_problem, layout_of
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
@@ -36,11 +34,6 @@ T = f"{G}.trtllm_cfg"
 V = f"{G}.vllm_cfg"
 RES = f"{G}.colocated.resources"
 SHARED_LOGS = ["--log-dir", "/lustre/logs"]
-
-
-def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
-    cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present, cfg.raw)
 
 
 @pytest.mark.parametrize(
@@ -199,10 +192,7 @@ def test_each_rule_fits_and_misfits(
     overrides: list[str],
     problem: str,
 ) -> None:
-    assert layout_of(path).problems == ()
-    problems = layout_of(path, overrides).problems
-    assert len(problems) == 1, problems
-    assert problem in problems[0]
+    fits_then_one_problem(path, overrides, problem)
 
 
 def test_ppo_megatron_generation_is_one_line_with_exit_2(cli: Cli) -> None:

@@ -39,6 +39,14 @@ def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
     return compute(cfg.value, cfg.present, cfg.raw)
 
 
+def fits_then_one_problem(path: Path, overrides: Sequence[str], problem: str) -> None:
+    """A rule's test: the config fits as it is, and the overrides break it with one line."""
+    assert layout_of(path).problems == ()
+    problems = layout_of(path, overrides).problems
+    assert len(problems) == 1, problems
+    assert problem in problems[0]
+
+
 RES = "policy.generation.colocated.resources"
 MCORE = "policy.generation.mcore_generation_config"
 OPD = "on_policy_distillation"
@@ -254,10 +262,7 @@ def test_each_rule_fits_and_misfits(
     overrides: list[str],
     problem: str,
 ) -> None:
-    assert layout_of(path).problems == ()
-    problems = layout_of(path, overrides).problems
-    assert len(problems) == 1, problems
-    assert problem in problems[0]
+    fits_then_one_problem(path, overrides, problem)
 
 
 @pytest.mark.parametrize(

@@ -91,25 +91,24 @@ class NemoConfig:
 
     def present(self, key: str) -> bool:
         """`key` is there and not null, whether or not its interpolations resolve."""
-        from omegaconf import OmegaConf
-
-        if not _has(self.tree, key, OmegaConf):
-            return False
-        node = self.tree
-        for part in key.split("."):
-            node = node._get_node(part)
-        return not node._is_none()
+        node = self._node(key)
+        return node is not None and not node._is_none()
 
     def raw(self, key: str) -> Any:
         """The value at `key` as written, unresolved (an interpolation's text), or MISSING."""
+        node = self._node(key)
+        return MISSING if node is None else node._value()
+
+    def _node(self, key: str) -> Any:
+        """The OmegaConf node at `key`, unresolved, or None where there is none."""
         from omegaconf import OmegaConf
 
         if not _has(self.tree, key, OmegaConf):
-            return MISSING
+            return None
         node = self.tree
         for part in key.split("."):
             node = node._get_node(part)
-        return node._value()
+        return node
 
     def set_by_override(self, key: str) -> Override | None:
         """The last override the user gave that sets `key` (or a mapping above it)."""
