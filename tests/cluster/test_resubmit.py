@@ -47,6 +47,8 @@ def hostile_specs() -> list[LaunchSpec]:
     for start in range(0, len(values), len(FIELDS)):
         fields = {f: values[(start + i) % len(values)] for i, f in enumerate(FIELDS)}
         fields["job_name"] = "".join(c for c in fields["job_name"] if c.isprintable()) or "x"
+        for field in FIELDS[1:]:  # Slurm's names and lists have no spaces: refused (one word)
+            fields[field] = "".join(c for c in fields[field] if not c.isspace()) or "x"
         log_dir = values[start].replace("%", "").replace("\\", "") or "x"
         data = {
             "driver": {"command": ["true"]},
@@ -71,12 +73,13 @@ def test_sbatch_reads_every_hostile_value_back(tmp_path: Path) -> None:
         assert sbatch_reads(request.script) == argv
 
 
-# Held jobs' (job name, account, comment as extra args): quotes, `#`, `$`, backslashes, blanks,
-# non-ASCII and control characters, and words sbatch reads as a separator or refuses bare.
+# Held jobs' (job name, account, comment as extra args): quotes, `#`, `$`, backslashes, blanks
+# (not in an account: a Slurm name has none), non-ASCII and control characters, and words sbatch
+# reads as a separator or refuses bare.
 HELD = [
-    ("two words #1 'it's' \"q\"", "acc #1 it's", ["--comment", "hetjob"]),
+    ("two words #1 'it's' \"q\"", "acc#1'it's'", ["--comment", "hetjob"]),
     ("$(touch /tmp/nrl-pwned) `id` ${HOME} \\", ":acct", ["--comment", ':x "y"\t# z \\n']),
-    ("naïve ☃ {#x #} 🚀", "naïve\u00a0\u2028", ["--comment=\x1b[31m\x7f red \\ #"]),
+    ("naïve ☃ {#x #} 🚀", "naïve☃$(id)", ["--comment=\x1b[31m\x7f red \\ #"]),
 ]
 
 
