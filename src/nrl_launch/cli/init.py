@@ -195,14 +195,14 @@ def init(
     # The image as pyxis will read it in every job of this profile (its file may be on storage
     # only the compute nodes have: that is checked at submit).
     container_checks.check(checked.spec, on_host=False, keys=["container.image"])
-    text = _profile_text({key: _value(checked.spec, key) for key in values})
+    written = {key: _value(checked.spec, key) for key in values}
+    text = _profile_text(written)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomically(target, text)
     except OSError as exc:
         raise UsageError(f"profile {target}: cannot write it ({exc.strerror or exc})") from None
     if json:
-        written = {key: _value(checked.spec, key) for key in values}
         output.emit_json("init", {"profile": str(target), "values": written, "sources": sources})
     else:
         output.emit_text(f"Wrote profile {target}:\n{text}")
