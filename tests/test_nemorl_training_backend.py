@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
-from tests.test_plan import fits_then_one_problem, layout_of
+from tests.test_plan import fits_then_one_problem, layout_of, rule_cases
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
@@ -67,13 +67,8 @@ RULES = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "path", "overrides", "problem"), RULES, ids=[r[0] for r in RULES])
-def test_each_rule_fits_and_misfits(
-    rule: str,  # noqa: ARG001 - the test id
-    path: Path,
-    overrides: list[str],
-    problem: str,
-) -> None:
+@pytest.mark.parametrize(("path", "overrides", "problem"), rule_cases(RULES))
+def test_each_rule_fits_and_misfits(path: Path, overrides: list[str], problem: str) -> None:
     fits_then_one_problem(path, overrides, problem)
 
 

@@ -387,43 +387,47 @@ def _split(read: Reader, nodes: int, gpus: int, where: str, node: str) -> tuple[
     res = "policy.generation.colocated.resources"
     res_gpus = read.int(f"{res}.gpus_per_node", None)
     res_nodes = read.int(f"{res}.num_nodes", None)
-    total = nodes * gpus
     if nodes == 1:
         if res_nodes not in (None, 1):
             read.problems.append(
                 f"{res}.num_nodes={res_nodes}: the cluster has one node ({where}); "
                 "generation takes GPUs of it (set num_nodes to null or 1)"
             )
-        if res_gpus is None:
-            read.problems.append(
-                f"{res}.gpus_per_node must be > 0: on one node non-colocated generation "
-                "takes that many of its GPUs"
-            )
-            return total, 0, 0
-        if gpus - res_gpus <= 0:
-            read.problems.append(
-                f"{res}.gpus_per_node={res_gpus} takes all {gpus} GPUs of {node}: "
-                "none are left for training"
-            )
-        return max(gpus - res_gpus, 0), res_gpus, 0
+        taken = _taken(
+            read,
+            f"{res}.gpus_per_node",
+            res_gpus,
+            gpus,
+            f"GPUs of {node}",
+            "on one node non-colocated generation takes that many of its GPUs",
+        )
+        return gpus - taken, taken, 0
     if res_gpus != gpus:
         given = "is not set" if res_gpus is None else f"is {res_gpus}"
         read.problems.append(
             f"{res}.gpus_per_node {given}; it must equal cluster.gpus_per_node={gpus}: "
             "on several nodes generation takes whole nodes"
         )
-    if res_nodes is None:
-        read.problems.append(
-            f"{res}.num_nodes must be > 0: on {nodes} nodes ({where}) non-colocated "
-            "generation takes whole nodes"
-        )
-        return total, 0, 0
-    if nodes - res_nodes <= 0:
-        read.problems.append(
-            f"{res}.num_nodes={res_nodes} takes all {nodes} nodes ({where}): "
-            "none are left for training"
-        )
-    return max(nodes - res_nodes, 0) * gpus, min(res_nodes, nodes) * gpus, min(res_nodes, nodes)
+    taken = _taken(
+        read,
+        f"{res}.num_nodes",
+        res_nodes,
+        nodes,
+        f"nodes ({where})",
+        f"on {nodes} nodes ({where}) non-colocated generation takes whole nodes",
+    )
+    return (nodes - taken) * gpus, taken * gpus, taken
+
+
+def _taken(read: Reader, key: str, share: int | None, have: int, of: str, unset: str) -> int:
+    """How many of the `have` GPUs or nodes generation takes by `key` (0 when unset), leaving
+    training at least one: each way it does not is one problem."""
+    if share is None:
+        read.problems.append(f"{key} must be > 0: {unset}")
+        return 0
+    if share >= have:
+        read.problems.append(f"{key}={share} takes all {have} {of}: none are left for training")
+    return min(share, have)
 
 
 def sglang_training_problem(read: Reader, training: Training) -> None:
