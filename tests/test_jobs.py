@@ -97,8 +97,29 @@ LOGS_UP = LogView(
         (
             None,
             LogView(Path("/l"), ended="driver exited with code 0"),
+            Phase.COMPLETED,
+            "driver exited with code 0 (as its log dir records; the scheduler no longer knows "
+            "this job)",
+        ),
+        (
+            None,
+            LogView(Path("/l"), ended="driver exited with code 3"),
+            Phase.FAILED,
+            "driver exited with code 3 (as its log dir records; the scheduler no longer knows "
+            "this job)",
+        ),
+        (
+            None,
+            LogView(Path("/l"), ended="Slurm stopped the job (cancelled, time limit, ...)"),
             Phase.UNKNOWN,
-            "Slurm no longer knows this job; it ended: driver exited with code 0",
+            "Slurm no longer knows this job; it ended: Slurm stopped the job (cancelled, time "
+            "limit, ...)",
+        ),
+        (
+            None,
+            LogView(Path("/l")),
+            Phase.UNKNOWN,
+            "Slurm no longer knows this job and its log dir has no ENDED",
         ),
     ],
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nrl_launch.errors import ExitCode
-from nrl_launch.jobs import query
+from nrl_launch.jobs.status import read_log_dir
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm, install
 from tests.test_cli_commands import save
@@ -94,19 +94,19 @@ def test_logs_follow_of_a_job_with_no_recorded_end_says_so_and_exits_4(
     )
 
 
-def test_recorded_end_reads_exit_code_then_ended(tmp_path: Path) -> None:
-    assert query.recorded_end(tmp_path) is None
+def test_the_recorded_end_reads_exit_code_then_ended(tmp_path: Path) -> None:
+    assert read_log_dir(tmp_path).end is None
     (tmp_path / "exit_code").write_text("not a number\n")
-    assert query.recorded_end(tmp_path) is None
+    assert read_log_dir(tmp_path).end is None
     (tmp_path / "ENDED").write_text("the head step ended with exit code 2\n")
-    assert query.recorded_end(tmp_path) == (2, "the head step ended with exit code 2")
+    assert read_log_dir(tmp_path).end == (2, "the head step ended with exit code 2")
     (tmp_path / "ENDED").write_text("a worker step ended (exit 3) while the head was running\n")
-    assert query.recorded_end(tmp_path) == (
+    assert read_log_dir(tmp_path).end == (
         1,
         "a worker step ended (exit 3) while the head was running",
     )
     (tmp_path / "exit_code").write_text("0\n")
-    assert query.recorded_end(tmp_path) == (
+    assert read_log_dir(tmp_path).end == (
         0,
         "a worker step ended (exit 3) while the head was running",
     )

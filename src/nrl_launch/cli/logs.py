@@ -167,7 +167,7 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
     as the job's log dir records it (ENDED, exit_code). With no such record either, how it
     ended cannot be known: one line, exit 4, rather than passing off a guess as its code."""
     from nrl_launch.jobs import query
-    from nrl_launch.jobs.status import Phase
+    from nrl_launch.jobs.status import Phase, read_log_dir
 
     if ended.phase is not Phase.UNKNOWN:
         code = query.exit_code_of(ended)
@@ -176,7 +176,7 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
         return code
     scheduler = "Slurm" if rec.backend == "slurm" else f"the {rec.backend} backend"
     log_dir = Path(ended.log_dir or rec.log_dir)
-    end = query.recorded_end(log_dir)
+    end = read_log_dir(log_dir).end
     if end is None:
         raise JobNotFoundError(
             f"{scheduler} no longer knows job {rec.job_id} (its accounting may have been purged) "

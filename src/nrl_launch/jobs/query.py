@@ -3,7 +3,6 @@ one loop that asks a scheduler again and again (following jobs, waiting for doct
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ __all__ = [
     "exit_code_of",
     "head_node",
     "overview",
-    "recorded_end",
     "require_running",
     "statuses",
 ]
@@ -91,10 +89,11 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     runs = run_log_dirs(Path(rec.log_dir))
     logs = read_log_dir(runs[-1])
     phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
-    code = view.exit_code if view and phase.terminal else None
-    end = _recorded_phase(runs[-1]) if view is None else None
-    if end is not None:
-        phase, detail, code = end
+    code = None
+    if phase.terminal and view is not None:
+        code = view.exit_code
+    elif phase.terminal and logs.end is not None:  # Slurm forgot the job: its log dir's record
+        code = logs.end[0]
     # Only a failed job's logs are searched: a running job's may be large and growing.
     found = diagnose(logs.log_dir, rec.batch_output) if causes and phase is Phase.FAILED else None
     if found and found.where:  # found in a log: ENDED's reason does not say it yet
@@ -123,50 +122,6 @@ def exit_code_of(found: JobStatus) -> int:
     if found.phase is Phase.FAILED and found.exit_code:
         return found.exit_code
     return 1
-
-
-# How the job scripts word an end that carries the exit code (end_job's reasons, in
-# templates/): "driver exited with code 3", "the head step ended with exit code 3".
-_ENDED_CODE = re.compile(r"(?:exited with code|ended with exit code) (\d+)\b")
-
-
-def recorded_end(log_dir: Path) -> tuple[int, str] | None:
-    """How the job ended by its own record, for a job its scheduler no longer knows: the exit
-    code and the reason from ENDED. The code is the `exit_code` file's where the job script
-    wrote one (local, Lepton, plain jobs), else the one ENDED's reason names ("driver exited
-    with code 3"), 0 for a stop (`nrl-launch stop` ends a job well), else 1 (a failure, or
-    Slurm stopping it). None when the log dir records no end."""
-    try:
-        reason = (log_dir / "ENDED").read_text(encoding="utf-8").strip()
-    except OSError:
-        reason = ""
-    try:
-        code: int | None = int((log_dir / "exit_code").read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        code = None
-    if code is None:
-        if not reason:
-            return None
-        named = _ENDED_CODE.search(reason.splitlines()[0])
-        code = int(named[1]) if named else 0 if reason.startswith("stop requested") else 1
-    return code, " ".join(reason.split()) or f"exit code {code}"
-
-
-# How the job scripts word a stop by the scheduler (their TERM traps): cancelled, a time limit,
-# a requeue or a preemption, which the log dir cannot tell apart.
-_SCHEDULER_STOP = re.compile(r"\w+ stopped (?:the job|node) ")
-
-
-def _recorded_phase(log_dir: Path) -> tuple[Phase, str, int] | None:
-    """For a job its scheduler no longer knows: COMPLETED or FAILED (and the exit code) as its
-    log dir records its end, or None when it records none, or only that the scheduler
-    stopped it (whether cancelled or out of time, the log dir cannot say)."""
-    end = recorded_end(log_dir)
-    if end is None or _SCHEDULER_STOP.match(end[1]):
-        return None
-    code, reason = end
-    detail = f"{reason} (as its log dir records; the scheduler no longer knows this job)"
-    return (Phase.COMPLETED if code == 0 else Phase.FAILED), detail, code
 
 
 T = TypeVar("T")

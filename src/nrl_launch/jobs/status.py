@@ -10,6 +10,7 @@ until its command starts on node 0, then RUNNING.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +51,30 @@ class LogView:
     driver_started: bool = False
     command_started: bool = False  # a plain job's command, on node 0
     ended: str | None = None
+    exit_code: int | None = None  # the exit_code file (local, Lepton and plain jobs write one)
     sandboxes_ready: int | None = None  # nodes whose sandbox answers; None: the job has none
+
+    @property
+    def end(self) -> tuple[int, str] | None:
+        """How the job ended by its own record: the exit code and ENDED's reason on one line.
+        The code is the exit_code file's where the job script wrote one, else the one ENDED's
+        reason names ("driver exited with code 3"), 0 for a stop (`nrl-launch stop` ends a job
+        well), else 1 (a failure, or Slurm stopping it). None when it records no end."""
+        code, reason = self.exit_code, self.ended or ""
+        if code is None:
+            if not reason:
+                return None
+            named = _ENDED_CODE.search(reason.splitlines()[0])
+            code = int(named[1]) if named else 0 if reason.startswith("stop requested") else 1
+        return code, " ".join(reason.split()) or f"exit code {code}"
+
+
+# How the job scripts word an end that carries the exit code (end_job's reasons, in
+# templates/): "driver exited with code 3", "the head step ended with exit code 3".
+_ENDED_CODE = re.compile(r"(?:exited with code|ended with exit code) (\d+)\b")
+# How they word a stop by the scheduler (their TERM traps): cancelled, a time limit, a requeue
+# or a preemption, which the log dir cannot tell apart.
+_SCHEDULER_STOP = re.compile(r"\w+ stopped (?:the job|node) ")
 
 
 @dataclass(frozen=True)
@@ -105,6 +129,10 @@ def read_log_dir(log_dir: Path) -> LogView:
     except OSError:
         ended = None
     try:
+        exit_code: int | None = int((log_dir / "exit_code").read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        exit_code = None
+    try:
         timeline = (log_dir / "timeline").read_text(encoding="utf-8")
     except OSError:
         timeline = ""
@@ -121,6 +149,7 @@ def read_log_dir(log_dir: Path) -> LogView:
         driver_started="driver_started " in timeline,
         command_started="command_started " in timeline,
         ended=ended,
+        exit_code=exit_code,
         sandboxes_ready=sandboxes_ready,
     )
 
@@ -131,9 +160,7 @@ def phase_of(
     """One phase and one line of detail from Slurm's view and the log dir (of a Ray job, or of
     a plain job: `kind`)."""
     if slurm is None:
-        if logs.ended:
-            return Phase.UNKNOWN, f"Slurm no longer knows this job; it ended: {logs.ended}"
-        return Phase.UNKNOWN, "Slurm no longer knows this job and its log dir has no ENDED"
+        return _as_recorded(logs)
     phase = state_phase(slurm.state)
     if phase is Phase.PENDING:
         return phase, f"waiting for resources ({slurm.reason})" if slurm.reason else "waiting"
@@ -147,6 +174,20 @@ def phase_of(
     if logs.ended:
         return Phase.RUNNING, f"stopping: {logs.ended}"
     return _plain_progress(logs, nodes) if kind == "plain" else _ray_progress(logs, nodes)
+
+
+def _as_recorded(logs: LogView) -> tuple[Phase, str]:
+    """A job Slurm no longer knows: COMPLETED or FAILED as its log dir records its end; UNKNOWN
+    when it records none, or only that Slurm stopped it (cancelled or out of time: the log dir
+    cannot say which)."""
+    end = logs.end
+    if end is None:
+        return Phase.UNKNOWN, "Slurm no longer knows this job and its log dir has no ENDED"
+    code, reason = end
+    if _SCHEDULER_STOP.match(reason):
+        return Phase.UNKNOWN, f"Slurm no longer knows this job; it ended: {logs.ended}"
+    detail = f"{reason} (as its log dir records; the scheduler no longer knows this job)"
+    return (Phase.COMPLETED if code == 0 else Phase.FAILED), detail
 
 
 def _plain_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
