@@ -196,12 +196,8 @@ def _trtllm(read: Reader, gpus: int, per_node: int, colocated: bool) -> _Engines
     larger than a node spans nodes (one placement group) only non-colocated; one within a node
     stays on it (a placement group per node), so it divides the node's GPUs."""
     t = f"{G}.trtllm_cfg"
-    tp = read.int(f"{t}.tensor_parallel_size", None)
+    tp = read.required(f"{t}.tensor_parallel_size", "NeMo RL sizes TRT-LLM's engines from it")
     if tp is None:
-        if not any(p.startswith(f"{t}.tensor_parallel_size") for p in read.problems):
-            read.problems.append(
-                f"{t}.tensor_parallel_size is not set: NeMo RL sizes TRT-LLM's engines from it"
-            )
         return _Engines(1, 1, 1, None)
     pp = read.int(f"{t}.pipeline_parallel_size", 1) or 1
     moe_tp = read.int(f"{t}.moe_tensor_parallel_size", None)
@@ -252,12 +248,10 @@ def _dynamo(read: Reader, gpus: int, per_node: int, colocated: bool) -> _Engines
             "grpo.async_grpo.in_flight_weight_updates=true: NeMo RL's Dynamo backend drains "
             "rollouts before each refit (set it to false)"
         )
-    sizes = {}
-    for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
-        key = f"{v}.{name}"
-        sizes[name] = read.int(key, None)
-        if sizes[name] is None and not any(p.startswith(key) for p in read.problems):
-            read.problems.append(f"{key} is not set: NeMo RL's Dynamo backend requires it")
+    sizes = {
+        name: read.required(f"{v}.{name}", "NeMo RL's Dynamo backend requires it")
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size")
+    }
     tp = sizes["tensor_parallel_size"] or 1
     pp = sizes["pipeline_parallel_size"] or 1
     ep = sizes["expert_parallel_size"] or 1
@@ -307,11 +301,9 @@ def _sglang_engines(read: Reader, gpus: int, per_node: int) -> _Engines:
     tp = read.int(f"{SG}.tp_size", 1) or 1
     pp = read.int(f"{SG}.pp_size", 1) or 1
     ep = read.int(f"{SG}.ep_size", 1) or 1
-    engine = read.int(f"{SERVER}.num_gpus_per_engine", None)
-    used = read.int(f"{SERVER}.num_gpus", None)
-    for key, value in ((f"{SERVER}.num_gpus", used), (f"{SERVER}.num_gpus_per_engine", engine)):
-        if value is None and not any(p.startswith(key) for p in read.problems):
-            read.problems.append(f"{key} is not set: NeMo RL sizes SGLang's engines from it")
+    why = "NeMo RL sizes SGLang's engines from it"
+    used = read.required(f"{SERVER}.num_gpus", why)
+    engine = read.required(f"{SERVER}.num_gpus_per_engine", why)
     if engine is None or used is None:
         return _Engines(tp, pp, ep, None)
     if tp != engine // pp:
@@ -359,10 +351,8 @@ def _sglang_servers(read: Reader, gpus: int, per_node: int) -> _Engines:
     key = f"{SG}.gpus_per_server"
     pp = read.int(f"{SG}.pp_size", 1) or 1
     ep = read.int(f"{SG}.ep_size", 1) or 1
-    server = read.int(key, None)
+    server = read.required(key, "SGLang needs the GPUs of each server")
     if server is None:
-        if not any(p.startswith(key) for p in read.problems):
-            read.problems.append(f"{key} is not set: SGLang needs the GPUs of each server")
         return _Engines(1, pp, ep, None)
     if server > gpus:
         read.problems.append(f"{key}={server} is more than generation's {gpus} GPU(s)")

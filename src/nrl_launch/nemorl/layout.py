@@ -29,8 +29,6 @@ from nrl_launch.nemorl.sizing import Lookup, Reader, Training, algorithm, divide
 
 __all__ = ["Generation", "Layout", "NodeRole", "RewardModel", "Teacher", "Training", "compute"]
 
-_FLAGS = {"cluster.num_nodes": "--nodes", "cluster.gpus_per_node": "--gpus-per-node"}
-
 
 @dataclass(frozen=True)
 class Teacher:
@@ -117,14 +115,14 @@ def compute(
         return lookup(key) not in (MISSING, None)
 
     read = Reader(lookup, present or resolved_present, raw)
-    nodes = read.int("cluster.num_nodes", None)
-    gpus = read.int("cluster.gpus_per_node", None)
+    nodes = read.required(
+        "cluster.num_nodes", "give it in the config (cluster.num_nodes=N) or --nodes"
+    )
+    gpus = read.required(
+        "cluster.gpus_per_node",
+        "give it in the config (cluster.gpus_per_node=N) or --gpus-per-node",
+    )
     if nodes is None or gpus is None:
-        for key, value in (("cluster.num_nodes", nodes), ("cluster.gpus_per_node", gpus)):
-            if value is None and not any(p.startswith(key) for p in read.problems):
-                read.problems.append(
-                    f"{key} is not set: give it in the config ({key}=N) or {_FLAGS[key]}"
-                )
         return Layout(0, 0, (), None, None, (), tuple(read.problems))
     extra = []
     gym = read.int("env.nemo_gym.num_gpu_nodes", 0, low=0)
@@ -249,13 +247,9 @@ def _reward_model(read: Reader, nodes: int, gpus_per_node: int) -> RewardModel |
     if "reward_model" not in _env_names(read):
         return None
     res = "env.reward_model.resources"
-    rm_nodes = read.int(f"{res}.num_nodes", None)
-    rm_gpus = read.int(f"{res}.gpus_per_node", None)
-    for key, value in ((f"{res}.num_nodes", rm_nodes), (f"{res}.gpus_per_node", rm_gpus)):
-        if value is None and not any(p.startswith(key) for p in read.problems):
-            read.problems.append(
-                f"{key} is not set: the data's env_name is reward_model, which runs on its own GPUs"
-            )
+    why = "the data's env_name is reward_model, which runs on its own GPUs"
+    rm_nodes = read.required(f"{res}.num_nodes", why)
+    rm_gpus = read.required(f"{res}.gpus_per_node", why)
     if rm_nodes is None or rm_gpus is None:
         return None
     model = read.lookup("env.reward_model.model_name")

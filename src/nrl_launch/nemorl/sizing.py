@@ -46,6 +46,14 @@ class Reader:
     raw: Callable[[str], Any] | None = None
     problems: list[str] = field(default_factory=list)
 
+    def required(self, key: str, why: str) -> int | None:
+        """A whole number >= 1 the config must set: unset, it is the problem "`key` is not set:
+        `why`" (a wrong value is already one)."""
+        value = self.int(key, None)
+        if value is None and not any(p.startswith(key) for p in self.problems):
+            self.problems.append(f"{key} is not set: {why}")
+        return value
+
     def int(self, key: str, default: int | None, *, low: int = 1) -> int | None:
         value = self.lookup(key)
         if value is MISSING and self.present(key):
