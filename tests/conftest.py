@@ -19,6 +19,8 @@ from tests.fakes import FakeSlurm, install
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
+# Logs every node shares: a job run from the tests' dirs (under /tmp) is warned otherwise.
+SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 
 @pytest.fixture(autouse=True)

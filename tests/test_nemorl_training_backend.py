@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import SHARED_LOGS, Cli
 from tests.test_plan import fits_then_one_problem, layout_of, rule_cases
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
 DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"  # FSDP2
 SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"  # Megatron
-SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 VALUE_FSDP = ["++value.dtensor_cfg.enabled=true", "++value.dtensor_cfg._v2=true"]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import SHARED_LOGS, Cli
 from tests.test_plan import fits_then_one_problem, layout_of, rule_cases
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
@@ -33,7 +33,6 @@ G = "policy.generation"
 T = f"{G}.trtllm_cfg"
 V = f"{G}.vllm_cfg"
 RES = f"{G}.colocated.resources"
-SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from nrl_launch.nemorl.config import load
 from nrl_launch.nemorl.layout import Layout, compute
-from tests.conftest import Cli
+from tests.conftest import SHARED_LOGS, Cli
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GYM_DIR = NEMO.parent / "nemo_gym"
@@ -27,8 +27,6 @@ MOPD_3N = RECIPES / "mopd-qwen3-1.7b-3n8g-megatron-pack.yaml"
 MULTI_DATA = NEMO / "grpo_multiple_datasets.yaml"
 # NeMo RL main names it so: it has disabled it.
 DISABLED = RECIPES / "sft-nemotron-super-49b-8n8g-fsdp2tp4cp8-tulu-v3.yaml.disabled"
-# Logs every node shares: a job run from the tests' dirs (under /tmp) is warned otherwise.
-SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 V = "policy.generation.vllm_cfg"
 SG = "policy.generation.sglang_cfg"

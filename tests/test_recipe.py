@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import SHARED_LOGS, Cli
 from tests.test_quoting import bash_values, submit_argv
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
@@ -18,8 +18,6 @@ NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp
 SFT_8N = NEMO / "recipes" / "llm" / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
 GYM = GYM_DIR / "grpo_nanov3_judge_node.yaml"
 DRIVER = 'printf "%s\\0" "${NRL_DRIVER[@]}"'
-# Logs every node shares: a job run from the tests' dirs (under /tmp) is warned otherwise.
-SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 
 def rendered(cli: Cli, *args: str) -> tuple[str, str]:
