@@ -94,6 +94,11 @@ class UnreadableRecordError(JobNotFoundError):
     as good as no record, and the line says why and where it is. Not a bug: exit 4."""
 
 
+class UntrustedLogError(JobNotFoundError):
+    """The job's log dir, or a file in it that nrl-launch would read or run, is not the user's
+    own: another user could have written it. As good as no log dir: exit 4."""
+
+
 class JobNotRunningError(NrlLaunchError):
     """The job is pending or has ended: there is nothing to attach to, stop or open."""
 

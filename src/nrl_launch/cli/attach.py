@@ -54,8 +54,10 @@ def attach(
     record.require_ray(rec, "attach")
     index = rec.node_index(node)
     query.require_running(rec, "attach to")
-    # Written by the job when it starts, with its nodes: the same script users run by hand.
-    script = find_log_dir(Path(rec.log_dir)) / f"{rec.job_id}-attach.sh"
+    # Written by the job when it starts, with its nodes: the same script users run by hand. It
+    # runs here, as you, and runs the log dir's job.sbatch: only if no one else could write them.
+    name = f"{rec.job_id}-attach.sh"
+    script = find_log_dir(Path(rec.log_dir), name, "job.sbatch", "job.sh") / name
     if not script.is_file():
         raise JobNotRunningError(
             f"job {rec.job_id} has not written {script.name} yet (it is starting): try again"

@@ -19,6 +19,7 @@ from nrl_launch.jobs.status import (
     SchedulerView,
     main_log,
     phase_of,
+    printable,
     read_log_dir,
     run_log_dirs,
 )
@@ -42,7 +43,7 @@ def _driver_tail(log_dir: Path | None, lines: int, kind: str) -> list[str]:
         text = (log_dir / main_log(kind)).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    return text.splitlines()[-lines:]
+    return [printable(line) for line in text.splitlines()[-lines:]]
 
 
 def statuses(
@@ -89,6 +90,9 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     runs = run_log_dirs(Path(rec.log_dir))
     logs = read_log_dir(runs[-1])
     phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
+    if phase.terminal and view is not None:
+        # Over for the scheduler: it will not run (or requeue) again. Its secrets file goes.
+        Path(f"{rec.script_path}.secrets").unlink(missing_ok=True)
     code = None
     if phase.terminal and view is not None:
         code = view.exit_code

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nrl_launch import trust
 from nrl_launch.backends import Phase, SchedulerView, state_phase
+from nrl_launch.errors import UntrustedLogError
 
 __all__ = [
     "JobStatus",
@@ -24,6 +26,7 @@ __all__ = [
     "find_log_dir",
     "main_log",
     "phase_of",
+    "printable",
     "read_log_dir",
     "run_log_dirs",
 ]
@@ -99,24 +102,65 @@ class JobStatus:
 
 def run_log_dirs(log_dir: Path) -> list[Path]:
     """Every run's log dir, first run first: a requeued job writes <JOBID>-<N>-logs (N = the
-    restart) next to <JOBID>-logs."""
+    restart) next to <JOBID>-logs. A restart's dir that is not this user's own is not the job's
+    (another user can make one where they can write): it is left out, with a warning."""
+    from nrl_launch import output
+
     job = log_dir.name.removesuffix("-logs")
-    restarts = sorted(
-        (int(p.name[len(job) + 1 : -len("-logs")]), p)
-        for p in log_dir.parent.glob(f"{job}-*-logs")
-        if p.name[len(job) + 1 : -len("-logs")].isdigit()
-    )
-    return [log_dir] + [path for _, path in restarts]
+    restarts = []
+    for path in log_dir.parent.glob(f"{job}-*-logs"):
+        restart = path.name[len(job) + 1 : -len("-logs")]
+        if not restart.isdigit():
+            continue
+        why = trust.not_mine(path)
+        if why:
+            output.warn(f"ignoring {path.name}, not job {job}'s: {why}")
+            continue
+        restarts.append((int(restart), path))
+    return [log_dir] + [path for _, path in sorted(restarts)]
 
 
-def find_log_dir(log_dir: Path) -> Path:
-    """The newest run's log dir."""
-    return run_log_dirs(log_dir)[-1]
+def find_log_dir(log_dir: Path, *run: str) -> Path:
+    """The newest run's log dir, this user's own. With `run` (names of files in it that
+    nrl-launch will run, as attach runs <JOBID>-attach.sh and it job.sbatch, or job.sh), those
+    of them that are there too, and no other user can replace the dir meanwhile.
+
+    Raises:
+        UntrustedLogError: it (or one of `run`) exists and another user could have written it.
+    """
+    newest = run_log_dirs(log_dir)[-1]
+    if not newest.exists():
+        return newest
+    found = trust.not_mine(newest)
+    if run and not found:
+        here = [
+            newest / name
+            for name in run
+            if (newest / name).is_symlink() or (newest / name).exists()
+        ]
+        found = trust.replaceable(newest.parent) or next(
+            (why for path in here if (why := trust.not_mine(path))), None
+        )
+    if found:
+        raise UntrustedLogError(
+            f"{found}: another user could have written what nrl-launch would "
+            f"{'run' if run else 'read'} there; not using the job's log dir {newest}"
+        )
+    return newest
 
 
 def read_log_dir(log_dir: Path) -> LogView:
-    """Read the files the job script writes; a missing or half-written file reads as absent."""
+    """Read the files the job script writes; a missing or half-written file reads as absent. A
+    dir that is not this user's own is not read (another user may have made it, to make the job
+    look COMPLETED or to be attached to): it reads as absent, with a warning. Text is kept to
+    printable characters: a log dir's words never move the terminal."""
+    from nrl_launch import output
+
     if not log_dir.is_dir():
+        return LogView(log_dir=None)
+    why = trust.not_mine(log_dir)
+    if why:
+        output.warn(f"not reading {log_dir}: {why}")
         return LogView(log_dir=None)
     readiness: dict[str, int] = {}
     try:
@@ -125,8 +169,9 @@ def read_log_dir(log_dir: Path) -> LogView:
     except (OSError, ValueError, AttributeError):
         pass
     try:
-        ended: str | None = (log_dir / "ENDED").read_text(encoding="utf-8").strip()
-    except OSError:
+        # Bytes, decoded: text mode would turn a carriage return into a line break.
+        ended: str | None = printable((log_dir / "ENDED").read_bytes().decode("utf-8")).strip()
+    except (OSError, UnicodeDecodeError):
         ended = None
     try:
         exit_code: int | None = int((log_dir / "exit_code").read_text(encoding="utf-8").strip())
@@ -152,6 +197,15 @@ def read_log_dir(log_dir: Path) -> LogView:
         exit_code=exit_code,
         sandboxes_ready=sandboxes_ready,
     )
+
+
+# C0 and C1 control characters but newline and tab, and DEL: terminal escapes among them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters (terminal escapes, carriage returns) shown as ?."""
+    return _CONTROL.sub("?", text)
 
 
 def phase_of(
