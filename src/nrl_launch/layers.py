@@ -21,10 +21,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from nrl_launch import paths
+from nrl_launch import paths, trust
 from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
-from nrl_launch.spec_sandbox import RAY_SUB_SANDBOX_ENV, ray_sub_sandbox_on, sandbox_env_vars
+from nrl_launch.spec_sandbox import (
+    RAY_SUB_SANDBOX_ENV,
+    exposed_log_mount,
+    ray_sub_sandbox_on,
+    sandbox_env_vars,
+)
 from nrl_launch.storage import node_local_root
 
 __all__ = [
@@ -182,6 +187,16 @@ def find_profile(flag: Path | None, environ: Mapping[str, str], cwd: Path) -> Pa
         return Path(named)
     for candidate in (cwd / paths.PROFILE_NAME, paths.user_profile(environ)):
         if candidate.is_file():
+            # Found, not named: used only if it is yours alone. Its setup runs on every node.
+            why = trust.not_mine(candidate)
+            if why:
+                raise ConfigError(
+                    [
+                        f"profile {candidate}: {why}: its setup command would run on every node "
+                        "of your job, as you; remove it (or fix its owner and mode), or name a "
+                        "profile with --profile FILE"
+                    ]
+                )
             return candidate
     return None
 
@@ -320,7 +335,7 @@ def load(
     their order: a later one's values replace an earlier one's.
     """
     profile_path = find_profile(profile, environ, cwd)
-    return resolve(
+    resolved = resolve(
         [
             base,
             file_settings(profile_path, "profile") if profile_path else [],
@@ -330,6 +345,10 @@ def load(
             parse_set(sets),
         ]
     )
+    exposed = exposed_log_mount(resolved.spec, cwd)
+    if exposed:
+        raise ConfigError([exposed])
+    return resolved
 
 
 def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
@@ -414,6 +433,9 @@ def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
             f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
             "without a container; give --container IMAGE, or drop the mounts"
         )
+    if ray:
+        found += _exposure_warnings(spec)
+    found += _cache_warnings(spec)
     base = spec.logs.base_dir
     nodes = spec.allocated_nodes if ray else spec.slurm.nodes  # no Ray, no head of its own
     where = cwd / base  # the job's dir is made from where it is submitted
@@ -426,6 +448,53 @@ def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
             "neither the others nor status and logs can read them; choose a directory every "
             "node shares"
         )
+    return found
+
+
+def _exposure_warnings(spec: LaunchSpec) -> list[str]:
+    """What a Ray job would open to other users of the cluster, by the user's own choice."""
+    found = []
+    if spec.ray.external_debugger:
+        found.append(
+            "ray.external_debugger is on: a breakpoint on any node opens Ray's debugger on that "
+            "node's address with no password, and whoever connects first gets a Python prompt "
+            "as you; turn it on only where everyone who can reach the nodes is trusted"
+        )
+    sandbox = spec.sandbox
+    if sandbox is None:
+        return found
+    blocked = sandbox.env.get("NEMO_SKILLS_SANDBOX_BLOCK_NETWORK", "1") != "0"
+    found.append(
+        f"sandbox: NeMo Skills' sandbox answers on every address of each node (ports "
+        f"{sandbox.ports()}) with no authentication: anyone who can reach the nodes can run code "
+        "in it, as you. It sees no file of the job but its exchange dir, no secret and no Ray "
+        "token; "
+        + (
+            "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=1 keeps the code it runs off the network"
+            if blocked
+            else "sandbox.env turns NeMo Skills' network block off: the code it runs can reach "
+            "the network"
+        )
+    )
+    if sandbox.unsafe_on_host:
+        found.append(
+            "sandbox.unsafe_on_host: the sandbox's code runs on each node as you, with your "
+            "files, the job's log dir and its Ray token within reach"
+        )
+    return found
+
+
+def _cache_warnings(spec: LaunchSpec) -> list[str]:
+    """Caches another user can write: what they plant there (a uv wheel, a model's remote code)
+    runs in the job."""
+    found = []
+    for root in spec.caches.roots():
+        why = trust.shared(Path(root)) or trust.replaceable(Path(root))
+        if why:
+            found.append(
+                f"caches {root}: {why}: another user could put code there that your job runs "
+                "(a uv wheel, a model's remote code); keep the caches to yourself"
+            )
     return found
 
 

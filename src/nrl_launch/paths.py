@@ -11,6 +11,7 @@ __all__ = [
     "PROFILE_ENV",
     "PROFILE_NAME",
     "STATE_ENV",
+    "private_dir",
     "read_config_text",
     "read_text",
     "state_dir",
@@ -50,7 +51,18 @@ def templates_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "templates"
 
 
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+def private_dir(path: Path) -> None:
+    """Make directory `path` (and its parents) if missing; those made are the user's alone
+    (mode 0700): the state dir holds the job scripts and records. Raises OSError."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half,
     and a failed write leaves nothing behind. Raises OSError."""
     import os

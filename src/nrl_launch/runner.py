@@ -34,8 +34,12 @@ def run(
     check: bool = True,
     timeout: float = DEFAULT_TIMEOUT_S,
     cwd: Path | None = None,
+    umask: int = -1,
+    env: dict[str, str] | None = None,
 ) -> Completed:
-    """Run `argv` (never through a shell) and capture its output.
+    """Run `argv` (never through a shell) and capture its output; with `umask`, under it (sbatch
+    hands its umask to the job: the files Slurm makes for it, such as its output, get it); with
+    `env`, in that environment instead of this process's.
 
     Raises:
         SchedulerError: the program is missing, timed out, or (with `check`) exited non-zero.
@@ -49,6 +53,8 @@ def run(
             check=False,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
+            umask=umask,
+            env=env,
         )
     except FileNotFoundError:
         raise SchedulerError(

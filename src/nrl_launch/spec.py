@@ -33,6 +33,7 @@ from nrl_launch.spec_fields import (
     as_text,
     check_path_part,
     check_time,
+    credential_name,
     printable,
     reserved_env_name,
     slurm_time_minutes,
@@ -114,6 +115,11 @@ class SlurmSpec(_Spec):
     constraint: SlurmWord | None = None
     dependency: SlurmWord | None = None
     requeue: bool | None = None  # unset: the cluster's JobRequeue decides
+    # How the secrets' values reach the job. env: in the environment sbatch exports, which
+    # Slurm keeps with the job (slurmctld's state; slurmdbd with AccountingStoreFlags=job_env).
+    # file: in a file only you can read (the state dir), which the job reads and Slurm never
+    # sees; it needs the state dir on storage the job's first node sees.
+    secrets_via: Literal["env", "file"] = "env"
     gpus_per_node: int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
     cpus_per_node: int | None = Field(default=None, ge=1)
@@ -504,20 +510,34 @@ class LaunchSpec(_Spec):
                 f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
                 "mount into the container; choose another directory"
             )
-        for name in sorted(set(self.env) & set(self.required_secrets + self.optional_secrets)):
-            raise ValueError(
-                f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
-            )
-        # The job exports the caches' variables after the env's: one of the env's (or a
-        # secret's) under the same name would be lost without a word.
-        caches = self.caches.env()
-        for name in sorted(set(caches) & {*self.env, *self.secrets}):
-            key = "env" if name in self.env else "secrets"
-            raise ValueError(
-                f"{key}.{name}: the caches set {name} (to {caches[name]!r}); say where that "
-                "cache goes under caches (hf_home, uv, megatron, enroot) instead"
-            )
+        _check_env(self)
         return self
+
+
+def _check_env(spec: LaunchSpec) -> None:
+    """The job's env against its secrets and caches: a value that is a secret's, or that the
+    caches would replace."""
+    for name in sorted(set(spec.env) & set(spec.required_secrets + spec.optional_secrets)):
+        raise ValueError(
+            f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
+        )
+    for name in sorted(spec.env):
+        word = credential_name(name)
+        if word:
+            raise ValueError(
+                f"env.{name}: its name says it holds a credential ({word}), and a value in env "
+                "is written into the job script, spec.json, the job record and sbatch's command "
+                f"line; pass it by name instead: export it and give --secret {name}"
+            )
+    # The job exports the caches' variables after the env's: one of the env's (or a secret's)
+    # under the same name would be lost without a word.
+    caches = spec.caches.env()
+    for name in sorted(set(caches) & {*spec.env, *spec.secrets}):
+        key = "env" if name in spec.env else "secrets"
+        raise ValueError(
+            f"{key}.{name}: the caches set {name} (to {caches[name]!r}); say where that "
+            "cache goes under caches (hf_home, uv, megatron, enroot) instead"
+        )
 
 
 def _check_worker_ports(ports: RayPorts, gpus: int) -> None:

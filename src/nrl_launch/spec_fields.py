@@ -23,6 +23,7 @@ __all__ = [
     "as_text",
     "check_path_part",
     "check_time",
+    "credential_name",
     "printable",
     "reserved_env_name",
     "slurm_time_minutes",
@@ -146,6 +147,18 @@ def reserved_env_name(name: str) -> str | None:
     if name.startswith("NRL_"):
         return "the NRL_ prefix belongs to the job script"
     return None
+
+
+# The words of a variable name that say its value is a credential (OPENAI_API_KEY, GITHUB_TOKEN,
+# DB_PASSWORD): whole words between underscores, so that TOKENIZERS_PARALLELISM is none.
+_CREDENTIAL_WORDS = frozenset(
+    ["TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"]
+)
+
+
+def credential_name(name: str) -> str | None:
+    """The word of `name` that says it holds a credential (KEY of OPENAI_API_KEY), or None."""
+    return next((w for w in name.upper().split("_") if w in _CREDENTIAL_WORDS), None)
 
 
 def _env_name(value: str) -> str:

@@ -40,6 +40,10 @@ class Request:
     argv: tuple[str, ...]
     script: str
     job_spec: str | None = None  # a JSON job for a backend with an API (Lepton): what is sent
+    # slurm.secrets_via file: where submit writes the secrets' values (the job reads them), and
+    # their names, which the scheduler's own environment then goes without.
+    secrets_file: str | None = None
+    withheld: tuple[str, ...] = ()
 
     @property
     def command_line(self) -> str:

@@ -14,6 +14,8 @@ from nrl_launch.backends.slurm import (
     gpu_flag,
     sbatch_directives,
     sbatch_flags,
+    secrets_file,
+    withheld,
 )
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
@@ -36,6 +38,7 @@ def plan(
         ray = spec.ray.model_copy(update={"dedicated_head": False})
         spec = spec.model_copy(update={"ray": ray})
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    secrets = secrets_file(spec, script_path)
     script = render(
         TEMPLATE,
         spec=spec,
@@ -48,5 +51,6 @@ def plan(
         mounts=",".join(container_mounts(spec)),
         spec_json=spec.model_dump_json(),
         remove_first=remove_first,
+        secrets_file=secrets,
     )
-    return Request(argv=argv, script=script)
+    return Request(argv=argv, script=script, **withheld(spec, secrets))

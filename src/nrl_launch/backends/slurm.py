@@ -7,9 +7,11 @@ what would be submitted.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from nrl_launch import __version__
 from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
@@ -159,10 +161,25 @@ def container_mounts(spec: LaunchSpec) -> list[str]:
     return mounts + [f"{root}:{root}" for root in hidden]
 
 
+def secrets_file(spec: LaunchSpec, script_path: str) -> str | None:
+    """With slurm.secrets_via file, the file submit writes the secrets' values to: beside the
+    job's script in the state dir, which is the user's alone."""
+    return f"{script_path}.secrets" if spec.slurm.secrets_via == "file" else None
+
+
+def withheld(spec: LaunchSpec, secrets: str | None) -> dict[str, Any]:
+    """The Request's fields for the secrets file: the file, and the names sbatch goes without."""
+    if secrets is None:
+        return {}
+    names = tuple(sorted(spec.required_secrets + spec.optional_secrets))
+    return {"secrets_file": secrets, "withheld": names}
+
+
 def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     """The sbatch request for `spec`; `script_path` is where the script will be written."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    secrets = secrets_file(spec, script_path)
     script = render(
         TEMPLATE,
         spec=spec,
@@ -173,8 +190,10 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         gpu_flag=gpu_flag(spec),
         mounts=",".join(container_mounts(spec)),
         spec_json=spec.model_dump_json(),
+        sandbox_export=spec.sandbox.exported() if spec.sandbox else [],
+        secrets_file=secrets,
     )
-    return Request(argv=argv, script=script)
+    return Request(argv=argv, script=script, **withheld(spec, secrets))
 
 
 # ---- Asking Slurm: parsers (pure) ----
@@ -345,7 +364,11 @@ class SlurmBackend:
     def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
         from nrl_launch import runner
 
-        done = runner.run(list(request.argv))
+        # The job's output file (slurm-<JOBID>.out), which Slurm makes with the umask sbatch
+        # was run with, is its owner's alone, as the job's own files are. Secrets that travel
+        # in a file are not in the environment Slurm keeps.
+        env = {k: v for k, v in os.environ.items() if k not in request.withheld}
+        done = runner.run(list(request.argv), umask=0o077, env=env)
         queued = done.stdout.strip().split(";")[0]  # --parsable: ID or ID;CLUSTER
         if not queued.isdigit():
             raise UnconfirmedSubmitError(

@@ -90,11 +90,17 @@ def render(
     spec = flags.prepare().spec
     # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
     container_checks.check(spec, on_host=False)
+    if backends.get(spec.backend).shares_files:
+        from nrl_launch import trust
+
+        problem = trust.log_base_problem(spec.logs.base_dir, Path.cwd())
+        if problem:
+            output.warn(f"{problem} (submit refuses it)")
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         from nrl_launch.jobs.launch import write_script
 
-        write_script(out, request.script)
+        write_script(out, request.script, mode=0o755)
     # A backend with an API (Lepton) sends a job: that is printed first, its script after.
     sent = _parsed(request.job_spec)
     if flags.json:

@@ -61,6 +61,9 @@ SIGNATURES: list[tuple[re.Pattern[str], str]] = [
     ),
 ]
 
+# How a job that would not start says why, where it has no log dir to write ENDED in.
+_REFUSED = re.compile(r"nrl-launch refused to start the job: (.*)")
+
 # The end of a log is where a failure shows; a multi-GB driver log is not read whole.
 _TAIL_BYTES = 1 << 20
 
@@ -86,6 +89,12 @@ def diagnose(log_dir: Path | None, batch_output: Path | None = None) -> Diagnosi
         if failure is not None:
             where = f"line {failure.line}" if whole else "near the end"
             return Diagnosis(failure.cause, f"{batch_output.name} {where}")
+        # The job's own refusal before it had a log dir (templates/_common.sh.j2).
+        refused = _REFUSED.search(text)
+        if refused:
+            line = text.count("\n", 0, refused.start()) + 1
+            where = f"line {line}" if whole else "near the end"
+            return Diagnosis(refused[1].strip(), f"{batch_output.name} {where}")
     if log_dir is None:
         return None
     # A Ray job's driver log, or a plain job's (run, pull): its command's output on every node.

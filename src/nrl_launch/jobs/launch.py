@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nrl_launch import paths
+from nrl_launch import paths, trust
 from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["check_secrets", "launch", "write_script"]
+__all__ = ["check_log_base", "check_secrets", "launch", "write_script", "write_secrets"]
 
 
 def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
@@ -41,6 +41,22 @@ def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
         )
 
 
+def check_log_base(spec: LaunchSpec, cwd: Path) -> None:
+    """Refuse (one line, exit 2) a logs.base_dir whose log dirs other users could replace or
+    make first; warn when a directory above it belongs to another user."""
+    from nrl_launch import output
+
+    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
+    if problem:
+        raise ConfigError([problem])
+    owner = trust.foreign_owner(cwd / spec.logs.base_dir)
+    if owner:
+        output.warn(
+            f"logs.base_dir {spec.logs.base_dir}: {owner}, who could replace what is under it "
+            "(this job's log dir)"
+        )
+
+
 def launch(
     spec: LaunchSpec, kind: record.JobKind = "ray", *, remove_first: str | None = None
 ) -> record.JobRecord:
@@ -49,10 +65,12 @@ def launch(
     from nrl_launch import backends
 
     backend = backends.get(spec.backend)
+    cwd = Path.cwd()
+    if backend.shares_files:  # else the log dir is on the backend's storage, not here
+        check_log_base(spec, cwd)
     if backend.secrets_from_shell:
         check_secrets(spec, os.environ)
     state = paths.state_dir(os.environ)
-    cwd = Path.cwd()
     job_id = backend.new_job_id()  # known ahead only where no scheduler numbers the job
     script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"
     if kind == "plain":
@@ -63,18 +81,22 @@ def launch(
     # Made here where the job's nodes share this machine's file systems (else the job makes it).
     made = _missing(base) if backend.shares_files else []
     try:
-        script.parent.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(script.parent)
         for directory in reversed(made):  # the job's own output goes next to its log dirs
-            directory.mkdir(exist_ok=True)
+            directory.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
     write_script(script, request.script)
+    if request.secrets_file:
+        write_secrets(Path(request.secrets_file), request.withheld, os.environ)
     try:
         submitted = backend.submit(
             request, job_id=job_id, cwd=cwd, output=base / backend.batch_output(job_id)
         )
     except NrlLaunchError as exc:
         script.unlink(missing_ok=True)
+        if request.secrets_file:
+            Path(request.secrets_file).unlink(missing_ok=True)
         # Nothing was submitted: nothing is left behind, neither the script nor the log dir.
         # A job that may have been queued keeps its output dir (the scheduler has a copy of its
         # script by now).
@@ -100,12 +122,27 @@ def launch(
     return rec
 
 
-def write_script(path: Path, text: str) -> None:
-    """Write atomically: a reader (or a failed write) never sees half a script."""
+def write_secrets(path: Path, names: Sequence[str], environ: Mapping[str, str]) -> None:
+    """slurm.secrets_via file: the values of the secrets `names` set in `environ`, as NAME=VALUE
+    each ended by a NUL, in a new file only the user can read (the job reads it). Never one that
+    exists: another process's file is not written through."""
+    text = "".join(f"{name}={environ[name]}\0" for name in names if environ.get(name))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the job's secrets ({exc.strerror})") from None
+
+
+def write_script(path: Path, text: str, mode: int = 0o700) -> None:
+    """Write atomically: a reader (or a failed write) never sees half a script. The job's own
+    copy (in the state dir) is the user's alone; `render -o` writes a script where asked,
+    runnable by all (0o755), as it always has."""
     if not path.parent.is_dir():
         raise UsageError(f"{path}: directory {path.parent} does not exist")
     try:
-        paths.write_atomically(path, text, mode=0o755)
+        paths.write_atomically(path, text, mode=mode)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
 

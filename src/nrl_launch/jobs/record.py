@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from nrl_launch import backends
 from nrl_launch.errors import JobNotFoundError, StateError, UnreadableRecordError, UsageError
-from nrl_launch.paths import read_text, write_atomically
+from nrl_launch.paths import private_dir, read_text, write_atomically
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -96,7 +96,7 @@ def save(record: JobRecord, state: Path) -> Path:
     """Write the record atomically: a reader sees the old file or the new one, never half."""
     path = _jobs_dir(state) / f"{record.job_id}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         write_atomically(path, record.model_dump_json(indent=2) + "\n")
     except OSError as exc:
         raise StateError(
