@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,9 @@ from tests.test_quoting import HOSTILE, spec
 SERVER = str(Path(__file__).resolve().parent / "cluster" / "sandbox_server.py")
 SUBMIT = ["render", "--container-runtime", "none", "-o", "job.sbatch"]
 CMD = ["--", "python", "train.py"]
-SANDBOX = ["--set", "sandbox.command=[python3, server.py]"]
+# A sandbox on the node itself (no image), as the jobs here run without a container.
+COMMAND = ["--set", "sandbox.command=[python3, server.py]"]
+SANDBOX = [*COMMAND, "--set", "sandbox.unsafe_on_host=true"]
 
 
 def show(cli: Cli, *args: str) -> dict:  # type: ignore[type-arg]
@@ -56,6 +60,8 @@ def test_defaults_are_ray_sub_s(cli: Cli) -> None:
         "port": 6000,
         "base_port": 6001,
         "ready_timeout_s": 300,
+        "isolate_pids": True,
+        "unsafe_on_host": True,
     }
     assert show(cli)["spec"]["sandbox"] is None
 
@@ -96,6 +102,18 @@ def test_defaults_are_ray_sub_s(cli: Cli) -> None:
         (["env.NEMO_SKILLS_SANDBOX_PORT=6000"], "env.NEMO_SKILLS_SANDBOX_PORT: the job sets it"),
         # A secret's value would be written into the script, and handed to the model's code.
         (["sandbox.env.HF_TOKEN=x"], "sandbox.env.HF_TOKEN: HF_TOKEN is one of the job's secrets"),
+        # So would any credential's, declared or not.
+        (
+            ["sandbox.env.OPENAI_API_KEY=sk-1"],
+            "sandbox.env.OPENAI_API_KEY: its name says it holds a credential (KEY), and the "
+            "sandbox runs code a model wrote",
+        ),
+        # An image and "on the host" contradict each other.
+        (
+            ["sandbox.image=/images/sandbox.sqsh"],
+            "sandbox.unsafe_on_host: the sandbox runs in its image (sandbox.image), not on the "
+            "node",
+        ),
     ],
 )
 def test_a_bad_sandbox_value_is_one_line_naming_the_key(
@@ -124,6 +142,65 @@ def test_a_container_job_s_sandbox_needs_an_image(cli: Cli) -> None:
     result = cli("render", "--container", "/images/rl.sqsh", "-o", "job.sbatch", *SANDBOX, *CMD)
     assert result.code == 2
     assert "sandbox.image is not set: the job runs in a container" in result.err
+
+
+def test_a_sandbox_on_the_node_itself_is_refused_unless_accepted_and_then_warned_about(
+    cli: Cli,
+) -> None:
+    """Without an image the model's code runs as the user, next to the log dir and the token:
+    only when the user says they accept it, and then said at every render."""
+    err = refused(cli, "--set", "sandbox.command=[python3, server.py]")
+    assert (
+        "sandbox.image is not set: the sandbox's code (a model's) would run on each node as you"
+    ) in err
+    assert "or set sandbox.unsafe_on_host: true to accept that" in err
+    result = cli(*SUBMIT, *SANDBOX, *CMD)
+    assert result.code == 0, result.err
+    assert (
+        "warning: sandbox.unsafe_on_host: the sandbox's code runs on each node as you, with your "
+        "files, the job's log dir and its Ray token within reach"
+    ) in result.err
+
+
+def test_render_says_the_sandbox_answers_anyone_on_the_network(cli: Cli) -> None:
+    """NeMo Skills' workers listen on 0.0.0.0 without authentication: said at every render, with
+    NeMo Skills' network block, which the job turns on unless sandbox.env turns it off."""
+    result = cli(*SUBMIT, *SANDBOX, *CMD)
+    assert result.code == 0, result.err
+    assert (
+        "warning: sandbox: NeMo Skills' sandbox answers on every address of each node (ports "
+        "6000, 6001-6999) with no authentication: anyone who can reach the nodes can run code in "
+        "it, as you."
+    ) in result.err
+    assert "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=1 keeps the code it runs off the network" in (
+        result.err
+    )
+    script = Path("job.sbatch").read_text()
+    assert "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=1" in script
+    off = cli(*SUBMIT, *SANDBOX, "--set", "sandbox.env.NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=0", *CMD)
+    assert off.code == 0, off.err
+    assert "sandbox.env turns NeMo Skills' network block off" in off.err
+
+
+def test_a_sandbox_mount_that_shows_the_log_dir_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """A mount of logs.base_dir, or of a directory above it, would hand the sandbox the script
+    every node runs and the Ray token: refused, one line naming the mount."""
+    logs = tmp_path / "work" / "logs"
+    image = ["--set", "sandbox.image=/images/sandbox.sqsh", "--set", "sandbox.command=[x]"]
+    for mount in (str(logs), str(tmp_path / "work"), f"{tmp_path}:/outside:ro"):
+        err = refused(cli, *image, "--log-dir", str(logs), "--set", f"sandbox.mounts=[{mount}]")
+        assert f"sandbox.mounts: {mount if ':' in mount else mount + ':' + mount}" in err
+        assert "shows the sandbox the job's log dirs" in err
+    beside = cli(
+        *SUBMIT,
+        *image,
+        "--log-dir",
+        str(logs),
+        "--set",
+        f"sandbox.mounts=[{tmp_path / 'data'}]",
+        *CMD,
+    )
+    assert beside.code == 0, beside.err
 
 
 def test_the_local_backend_refuses_a_sandbox(cli: Cli) -> None:
@@ -165,6 +242,8 @@ def test_ray_sub_s_sandbox_variables_are_its_keys(
         "port": 6100,
         "base_port": 6101,
         "ready_timeout_s": 300,
+        "isolate_pids": True,
+        "unsafe_on_host": False,
     }
     assert shown["sources"]["sandbox.port"] == "env NEMO_SKILLS_SANDBOX_PORT"
     assert "SANDBOX_CONTAINER (sandbox.image)" in result.err  # named as used
@@ -206,7 +285,11 @@ def test_sandbox_env_vars_that_are_not_name_value_are_one_line(
 
 
 def _script(**sandbox: object) -> str:
-    values: dict[str, object] = {"command": ["python3", "server.py"], **sandbox}
+    values: dict[str, object] = {
+        "command": ["python3", "server.py"],
+        "unsafe_on_host": True,
+        **sandbox,
+    }
     return slurm.plan(spec(sandbox=values, slurm={"nodes": 2})).script
 
 
@@ -222,7 +305,6 @@ def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() 
     # The sandbox step is one of the steps the batch step waits for the first of.
     assert 'first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} "$NRL_SANDBOX_PID"' in script
     assert "elif ! wait_for_sandboxes; then" in script
-    assert "  sandbox) sandbox_main ;;" in script
     assert "export NEMO_SKILLS_SANDBOX_HOST=127.0.0.1 NEMO_SKILLS_SANDBOX_PORT=6100" in script
     # The step comes before the head's, and its output is one file per node.
     assert script.index("start_sandbox_step ||") < script.index(
@@ -230,6 +312,13 @@ def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() 
     )
     # srun reads % in --output as a pattern: a log dir's own is doubled.
     assert '--output="${NRL_LOG_DIR//%/%%}/sandbox-%N.log"' in script
+    # It runs a program given on its command line, never the log dir's job.sbatch (which the
+    # sandbox could rewrite were it in reach): nothing in the job runs the script as `sandbox`.
+    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
+    assert 'bash -c "$(sandbox_program)" nrl-sandbox "${NRL_SANDBOX_COMMAND[@]}"' in step
+    code = [line for line in step.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "job.sbatch" in line]
+    assert "\n  sandbox)" not in script
 
 
 def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name() -> None:
@@ -246,15 +335,48 @@ def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name() ->
     assert "--container-image=/images/sandbox.sqsh" in step
     assert "local mounts=/data:/data:ro" in step
     assert "--container-name=" not in step and "/shared" not in step
+    # Of the log dir, only its exchange dir; not root in its container.
+    assert 'mounts="${mounts:+$mounts,}$NRL_LOG_DIR/sandbox:/nrl-sandbox"' in step
+    assert "export NRL_SANDBOX_DIR=/nrl-sandbox" in script
+    assert "--no-container-remap-root" in step
 
 
-def test_the_sandbox_gets_none_of_the_job_s_secrets() -> None:
+def test_the_sandbox_s_environment_is_a_list_of_names_without_the_job_s() -> None:
+    """srun --export passes the sandbox these and nothing else: no secret (declared, off or
+    never named), no token path, none of the job's env; sandbox.env's names are in it."""
     script = slurm.plan(
-        spec(sandbox={"command": ["x"]}, secrets={"MY_KEY": "required", "OFF_KEY": "off"})
+        spec(
+            sandbox={"command": ["x"], "unsafe_on_host": True, "env": {"NUM_WORKERS": "8"}},
+            secrets={"MY_SECRET": "required", "OFF_TOKEN": "off"},
+            env={"JOB_ONLY": "1"},
+        )
     ).script
+    line = next(x for x in script.splitlines() if x.startswith("NRL_SANDBOX_EXPORT="))
+    names = shlex.split(line.split("=", 1)[1])[0].split(",")
+    assert names == [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LC_ALL",
+        "TZ",
+        "TMPDIR",
+        "NRL_SANDBOX_DIR",
+        "NRL_SANDBOX_PORT",
+        "NRL_SANDBOX_READY_TIMEOUT",
+        "NRL_SANDBOX_ISOLATE",
+        "NGINX_PORT",
+        "SANDBOX_WORKER_BASE_PORT",
+        "SANDBOX_PORTS_DIR",
+        "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK",
+        "NUM_WORKERS",
+    ]
+    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
+    assert '--export="$NRL_SANDBOX_EXPORT"' in step
     body = script[script.index("sandbox_env() {") :].split("\n}\n")[0]
-    assert "unset RAY_AUTH_TOKEN HF_TOKEN MY_KEY WANDB_API_KEY" in body
-    assert "OFF_KEY" not in body
+    for name in ("HF_TOKEN", "MY_SECRET", "OFF_TOKEN", "WANDB_API_KEY", "JOB_ONLY", "RAY_AUTH"):
+        assert name not in body and name not in line
 
 
 def test_plan_names_the_sandbox(cli: Cli) -> None:
@@ -288,16 +410,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _definitions(script: str) -> str:
+    """The script's values and functions: everything before its entry point."""
+    return script.split("\ncase ${1:-} in\n")[0]
+
+
+# What the batch step's srun does for one node (nodeX): the sandbox's environment, and only the
+# names NRL_SANDBOX_EXPORT lists (srun --export) besides Slurm's own, then the program.
+_SANDBOX_TASK = """
+sandbox_env
+args=(SLURMD_NODENAME=nodeX)
+IFS=, read -r -a names <<<"$NRL_SANDBOX_EXPORT"
+for name in "${names[@]}"; do [[ -z ${!name+x} ]] || args+=("$name=${!name}"); done
+exec env -i "${args[@]}" bash -c "$(sandbox_program)" nrl-sandbox "${NRL_SANDBOX_COMMAND[@]}"
+"""
+
+
 def _node_side(
     tmp_path: Path,
     env: dict[str, str],
     *,
     timeout_s: int = 5,
-    ended_after: float | None = None,
+    stopped_after: float | None = None,
     port: int | None = None,
+    outer: dict[str, str] | None = None,
 ) -> tuple[int, Path, float]:
-    """Runs `job.sbatch sandbox` as one node's task would (node nodeX): returns its exit code,
-    the log dir and how long it ran. `ended_after`: the job writes ENDED after that long."""
+    """Runs one node's sandbox task as the batch step's srun would (node nodeX): returns its exit
+    code, the log dir and how long it ran. `stopped_after`: the job's end stops the step (srun's
+    SIGTERM) after that long. `outer`: more of the job's environment, which must not reach it."""
     port = port or _free_port()
     script = _script(
         command=[sys.executable, SERVER],
@@ -308,42 +448,89 @@ def _node_side(
     )
     log_dir = tmp_path / "1-logs"
     (log_dir / "sandbox").mkdir(parents=True)
-    (log_dir / "job.sbatch").write_text(script)
     started = time.monotonic()
     task = subprocess.Popen(
-        ["bash", str(log_dir / "job.sbatch"), "sandbox"],
-        env={**os.environ, "NRL_LOG_DIR": str(log_dir), "SLURMD_NODENAME": "nodeX"},
+        ["bash", "-c", _definitions(script) + _SANDBOX_TASK],
+        env={**os.environ, **(outer or {}), "NRL_LOG_DIR": str(log_dir)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    if ended_after is not None:
-        time.sleep(ended_after)
-        (log_dir / "ENDED").write_text("driver exited with code 0\n")
+    if stopped_after is not None:
+        time.sleep(stopped_after)
+        task.terminate()
     out, _ = task.communicate(timeout=60)
     (log_dir / "sandbox-nodeX.log").write_text(out)
     return task.returncode, log_dir, time.monotonic() - started
 
 
+def _sees(log_dir: Path) -> dict[str, Any]:
+    """What the test server logged it could see of its node and job (sandbox_server.py)."""
+    log = (log_dir / "sandbox-nodeX.log").read_text()
+    line = next(x for x in log.splitlines() if " sees {" in x)
+    return json.loads(line.split(" sees ", 1)[1])  # type: ignore[no-any-return]
+
+
+def _ended_by_batch_step(log_dir: Path) -> str:
+    """ENDED as the batch step writes it once the sandbox step has ended first (nodeX's)."""
+    probe = """
+    (exit 1) & NRL_SANDBOX_PID=$!; wait "$NRL_SANDBOX_PID" || true
+    sandbox_step_ended 1 ""
+    """
+    result = subprocess.run(
+        ["bash", "-c", _definitions(_script(ready_timeout_s=3)) + probe],
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(log_dir), "NRL_NODE_LIST": "nodeX"}
+        | {"SLURM_JOB_ID": "1", "NRL_SANDBOX_PORT_SHOWN": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return (log_dir / "ENDED").read_text().strip()
+
+
 def test_the_node_marks_its_sandbox_ready_once_it_answers_and_stops_it_when_the_job_ends(
     tmp_path: Path,
 ) -> None:
-    rc, log_dir, _ = _node_side(tmp_path, {"SANDBOX_DELAY_S": "2"}, ended_after=4)
+    rc, log_dir, _ = _node_side(tmp_path, {"SANDBOX_DELAY_S": "2"}, stopped_after=5)
     log = (log_dir / "sandbox-nodeX.log").read_text()
-    assert rc == 0, log
+    assert rc == 143, log  # stopped by srun's SIGTERM, as at every job's end
     ready = float((log_dir / "sandbox" / "READY.nodeX").read_text())
     started = float((log_dir / "sandbox" / "STARTED.nodeX").read_text())
     assert ready - started >= 2  # not before the server listened
     assert "listening on port" in log and "answers on port" in log
-    assert not (log_dir / "ENDED").read_text().startswith("the sandbox")
+    assert not (log_dir / "sandbox" / "FAILED.nodeX").exists()
+
+
+def test_the_sandbox_sees_only_its_own_processes_environment_and_exchange_dir(
+    tmp_path: Path,
+) -> None:
+    """In PID and user namespaces of its own (the host's unshare here), it sees its own
+    processes only; its environment is the exported names, never the job's (a secret, a
+    credential nobody declared, the token's path)."""
+    outer = {
+        "HF_TOKEN": "hf_SENTINEL",
+        "OPENAI_API_KEY": "sk-SENTINEL",
+        "RAY_AUTH_TOKEN_PATH": "/x/ray-auth-token",
+    }
+    rc, log_dir, _ = _node_side(tmp_path, {}, stopped_after=3, outer=outer)
+    seen = _sees(log_dir)
+    assert seen["processes"] <= 2, seen  # the server (PID 1 there), and nothing of the node
+    assert seen["pid_1"].startswith("python")
+    assert not set(seen["env"]) & set(outer), seen["env"]
+    assert "SENTINEL" not in (log_dir / "sandbox-nodeX.log").read_text()
+    assert rc == 143
 
 
 def test_a_sandbox_that_exits_ends_the_job_naming_its_node(tmp_path: Path) -> None:
     rc, log_dir, took = _node_side(tmp_path, {"SANDBOX_EXIT_AFTER_S": "2"})
     assert rc == 1
     assert (log_dir / "sandbox" / "READY.nodeX").exists()
-    ended = (log_dir / "ENDED").read_text().strip()
-    assert ended == "the sandbox on node nodeX exited with code 3; see sandbox-nodeX.log"
+    assert (log_dir / "sandbox" / "FAILED.nodeX").read_text() == "exited 3\n"
+    assert _ended_by_batch_step(log_dir) == (
+        "the sandbox on node nodeX exited with code 3; see sandbox-nodeX.log"
+    )
     assert took < 15
 
 
@@ -353,7 +540,7 @@ def test_a_sandbox_that_never_answers_ends_the_job_naming_its_node_and_port(
     rc, log_dir, took = _node_side(tmp_path, {"SANDBOX_SILENT": "1"}, timeout_s=3)
     assert rc == 1
     assert not (log_dir / "sandbox" / "READY.nodeX").exists()
-    ended = (log_dir / "ENDED").read_text()
+    ended = _ended_by_batch_step(log_dir)
     assert ended.startswith("the sandbox on node nodeX did not answer on port ")
     assert "within 3 s; see sandbox-nodeX.log" in ended
     assert took < 15
@@ -369,9 +556,34 @@ def test_a_sandbox_port_already_taken_ends_the_job_before_the_sandbox_starts(
         port = int(taken.getsockname()[1])
         rc, log_dir, _ = _node_side(tmp_path, {}, port=port)
     assert rc == 1
-    ended = (log_dir / "ENDED").read_text().strip()
-    assert ended.startswith(f"port {port} (sandbox.port) is already in use on node nodeX: ")
+    assert (log_dir / "sandbox" / "FAILED.nodeX").read_text() == "port-in-use \n"
     assert "listening on port" not in (log_dir / "sandbox-nodeX.log").read_text()
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "exited $(touch INJECTED)",  # words, never run
+        "exited 3 a[$(touch INJECTED)]",
+        "nonsense",
+        "exited 99999",
+        "x" * 10000,
+    ],
+)
+def test_what_a_sandbox_writes_is_data_the_batch_step_checks(tmp_path: Path, written: str) -> None:
+    """FAILED.<node> is in the exchange dir, which the sandbox's code can write: the batch step
+    takes only the words it knows from it, runs nothing, and says its own reason otherwise."""
+    log_dir = tmp_path / "1-logs"
+    (log_dir / "sandbox").mkdir(parents=True)
+    (log_dir / "sandbox" / "STARTED.nodeX").write_text("1\n")
+    (log_dir / "sandbox" / "FAILED.nodeX").write_text(written + "\n")
+    os.chdir(tmp_path)
+    ended = _ended_by_batch_step(log_dir)
+    assert ended == (
+        "the sandbox step ended (exit 1) while the job was running; see sandbox-*.log and "
+        "slurm-1.out"
+    )
+    assert not (tmp_path / "INJECTED").exists() and not (log_dir / "INJECTED").exists()
 
 
 # ---- The batch step: the sandbox step's end, after its `wait -n` ----
@@ -379,10 +591,8 @@ def test_a_sandbox_port_already_taken_ends_the_job_before_the_sandbox_starts(
 
 def _batch_side(tmp_path: Path, probe: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The script's definitions (nodeA and nodeB), then `probe`, in a real bash."""
-    script = _script()
     log_dir = tmp_path / "1-logs"
     (log_dir / "sandbox").mkdir(parents=True, exist_ok=True)
-    definitions = script.split("\ncase ${1:-} in\n")[0]
     env = {
         "PATH": os.environ["PATH"],
         "NRL_LOG_DIR": str(log_dir),
@@ -390,7 +600,7 @@ def _batch_side(tmp_path: Path, probe: str) -> tuple[subprocess.CompletedProcess
         "SLURM_JOB_ID": "1",
     }
     result = subprocess.run(
-        ["bash", "-c", definitions + "\n" + probe],
+        ["bash", "-c", _definitions(_script()) + "\n" + probe],
         env=env,
         capture_output=True,
         text=True,
@@ -475,7 +685,7 @@ def test_a_sandbox_image_file_that_is_not_there_is_refused_before_submitting(
 ) -> None:
     """As the job's own image: pyxis would fail the sandbox step on every node after the queue."""
     image = tmp_path / "sandbox.sqsh"
-    args = ["submit", "--container-runtime", "none", *SANDBOX, "--set", f"sandbox.image={image}"]
+    args = ["submit", "--container-runtime", "none", *COMMAND, "--set", f"sandbox.image={image}"]
     result = cli(*args, *CMD)
     assert result.code == 2
     assert f"sandbox.image {image}: no such file" in result.err

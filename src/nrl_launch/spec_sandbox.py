@@ -11,7 +11,9 @@ check; `layers.py` reads ray.sub's variables, with `ray_sub_sandbox_on` and `san
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
@@ -24,7 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text
+from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text, credential_name
+from nrl_launch.storage import is_under
 
 if TYPE_CHECKING:
     from nrl_launch.spec import LaunchSpec
@@ -36,6 +39,7 @@ __all__ = [
     "SANDBOX_WORKER_PORTS",
     "SandboxSpec",
     "check_sandbox",
+    "exposed_log_mount",
     "ray_sub_sandbox_on",
     "sandbox_env_vars",
 ]
@@ -54,6 +58,29 @@ _SET_BY_JOB = {
     "SANDBOX_WORKER_BASE_PORT": "sandbox.base_port",
     "SANDBOX_PORTS_DIR": "the job (<log dir>/sandbox)",
 }
+
+# The sandbox's whole environment besides sandbox.env (and Slurm's SLURM_*): what its wrapper
+# reads (templates/_sandbox.sh.j2), the ports under ray.sub's names, NeMo Skills' network block,
+# and the few variables any program expects. Never the job's environment: it holds the secrets,
+# and the login shell's, which may hold credentials nobody declared.
+SANDBOX_ENV_NAMES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "NRL_SANDBOX_DIR",
+    "NRL_SANDBOX_PORT",
+    "NRL_SANDBOX_READY_TIMEOUT",
+    "NRL_SANDBOX_ISOLATE",
+    "NGINX_PORT",
+    "SANDBOX_WORKER_BASE_PORT",
+    "SANDBOX_PORTS_DIR",
+    "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK",
+)
 
 # ray.sub's sandbox variables and their keys. CONTAINER and COMMAND turn the sandbox on; the
 # others mean something only with them (ray.sub ignores them otherwise, and so does nrl-launch:
@@ -97,6 +124,12 @@ class SandboxSpec(BaseModel):
     base_port: Port = DEFAULT_SANDBOX_BASE_PORT
     # How long each node's sandbox may take to answer on `port` once its command starts.
     ready_timeout_s: int = Field(default=300, ge=1)
+    # Its command in PID and user namespaces of its own, where the image's unshare can (util-
+    # linux 2.38 or later): it then cannot see or signal the job's other processes on the node.
+    isolate_pids: bool = True
+    # No image: the command runs on the node as you, with your files (the log dir, the Ray
+    # token, your home). Refused unless this says you accept that.
+    unsafe_on_host: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -144,6 +177,10 @@ class SandboxSpec(BaseModel):
             )
         return self
 
+    def exported(self) -> list[str]:
+        """The names of the sandbox's whole environment (srun --export), sandbox.env's last."""
+        return [*SANDBOX_ENV_NAMES, *sorted(set(self.env) - set(SANDBOX_ENV_NAMES))]
+
     def ports(self) -> str:
         """The ports the sandbox holds on every node, as a user reads them: 6000, 6001-6999."""
         return f"{self.port}, {self.base_port}-{self.last_port}"
@@ -161,6 +198,29 @@ def _ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
     return found
 
 
+def _check_image(sandbox: SandboxSpec, runtime: str) -> None:
+    """Where the sandbox runs: in its image, or (only when the user says they accept it) on the
+    node itself."""
+    if sandbox.image is None and runtime != "none":
+        raise ValueError(
+            "sandbox.image is not set: the job runs in a container, and so does its sandbox; "
+            "give the sandbox's image (ray.sub's SANDBOX_CONTAINER), a registry reference or a "
+            ".sqsh path"
+        )
+    if sandbox.image is None and not sandbox.unsafe_on_host:
+        raise ValueError(
+            "sandbox.image is not set: the sandbox's code (a model's) would run on each node as "
+            "you, able to read and change your files, the job's log dir and its Ray token; give "
+            "the sandbox's image (ray.sub's SANDBOX_CONTAINER), or set "
+            "sandbox.unsafe_on_host: true to accept that"
+        )
+    if sandbox.image is not None and sandbox.unsafe_on_host:
+        raise ValueError(
+            "sandbox.unsafe_on_host: the sandbox runs in its image (sandbox.image), not on the "
+            "node; drop one of them"
+        )
+
+
 def check_sandbox(spec: LaunchSpec) -> None:
     """The sandbox against the rest of the job: its backend, its image and the Ray ports.
 
@@ -175,12 +235,7 @@ def check_sandbox(spec: LaunchSpec) -> None:
             f"sandbox: backend {spec.backend} cannot run a sandbox beside Ray (it runs one per "
             "Slurm node, in a step of its own); use --backend slurm, or drop the sandbox section"
         )
-    if sandbox.image is None and spec.container.runtime != "none":
-        raise ValueError(
-            "sandbox.image is not set: the job runs in a container, and so does its sandbox; "
-            "give the sandbox's image (ray.sub's SANDBOX_CONTAINER), a registry reference or a "
-            ".sqsh path"
-        )
+    _check_image(sandbox, spec.container.runtime)
     if "NEMO_SKILLS_SANDBOX_PORT" in spec.env:
         raise ValueError(
             "env.NEMO_SKILLS_SANDBOX_PORT: the job sets it to sandbox.port "
@@ -192,6 +247,13 @@ def check_sandbox(spec: LaunchSpec) -> None:
             f"sandbox.env.{name}: {name} is one of the job's secrets, which travel by name only "
             "and never reach the sandbox (the code it runs comes from a model); drop it there"
         )
+    for name in sorted(sandbox.env):
+        word = credential_name(name)
+        if word:
+            raise ValueError(
+                f"sandbox.env.{name}: its name says it holds a credential ({word}), and the "
+                "sandbox runs code a model wrote; keep credentials out of it"
+            )
     if sandbox.image is not None and any(c in spec.logs.base_dir for c in ",:"):
         raise ValueError(
             f"logs.base_dir: {spec.logs.base_dir!r} holds ',' or ':', which pyxis cannot mount "
@@ -216,6 +278,24 @@ def check_sandbox(spec: LaunchSpec) -> None:
                     f"{key}: {what} overlap {ray_key} ({ray}); the sandbox's ports (now "
                     f"{sandbox.ports()}) must all be outside Ray's: move one of them"
                 )
+
+
+def exposed_log_mount(spec: LaunchSpec, cwd: Path) -> str | None:
+    """One line naming the sandbox mount that would show the sandbox the job's log dir (the
+    script every node runs, the Ray token): its source is logs.base_dir (taken from `cwd`, where
+    the job is submitted) or a directory above it. None when no mount does."""
+    if spec.sandbox is None or spec.sandbox.image is None:
+        return None
+    base = os.path.realpath(cwd / spec.logs.base_dir)
+    for mount in spec.sandbox.mounts:
+        source = mount.split(":")[0]
+        if is_under(base, os.path.realpath(source)):
+            return (
+                f"sandbox.mounts: {mount} shows the sandbox the job's log dirs (logs.base_dir "
+                f"{base}), whose job.sbatch every node runs and whose Ray token lets anyone in; "
+                "mount a directory that holds no log dir, or move logs.base_dir"
+            )
+    return None
 
 
 def ray_sub_sandbox_on(environ: Mapping[str, str]) -> bool:

@@ -11,6 +11,7 @@ SANDBOX_ON_NODES (comma-separated; empty or unset: every node):
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -32,14 +33,23 @@ def here() -> bool:
     return not nodes or NODE in nodes
 
 
-def ray_token_seen() -> str:
-    """What this sandbox can read of its job's Ray token (the file in the log dir): code a model
-    wrote must not reach the job's Ray with it."""
-    path = Path(os.environ.get("NRL_LOG_DIR", "")) / "ray-auth-token"
-    try:
-        return f"{len(path.read_text().strip())} characters"
-    except OSError as error:
-        return f"unreadable ({error.strerror})"
+def what_it_sees() -> str:
+    """What this sandbox can see of its node and its job, as one JSON line: the processes it can
+    see (a sandbox in PID and user namespaces of its own sees only its own), its environment's
+    names, and what is beside its exchange dir (SANDBOX_PORTS_DIR: in a container, /nrl-sandbox,
+    and no file of the job's log dir beside it)."""
+    pids = [p for p in Path("/proc").iterdir() if p.name.isdigit()]
+    ports_dir = Path(os.environ.get("SANDBOX_PORTS_DIR", "/nonexistent"))
+    seen = {
+        "processes": len(pids),
+        "pid_1": Path("/proc/1/comm").read_text().strip() if Path("/proc/1/comm").exists() else "",
+        "env": sorted(os.environ),
+        "ports_dir": str(ports_dir),
+        "beside_ports_dir": sorted(p.name for p in ports_dir.parent.iterdir())
+        if ports_dir.parent.is_dir()
+        else [],
+    }
+    return json.dumps(seen, sort_keys=True)
 
 
 class Health(BaseHTTPRequestHandler):
@@ -62,7 +72,7 @@ def main() -> None:
     port = int(os.environ["NGINX_PORT"])
     knobs = here()
     log(f"starting: port {port}, workers from {os.environ.get('SANDBOX_WORKER_BASE_PORT')}")
-    log(f"the job's Ray token here: {ray_token_seen()}")
+    log(f"sees {what_it_sees()}")
     if knobs and os.environ.get("SANDBOX_SILENT") == "1":
         log("silent: never listening")
         while True:

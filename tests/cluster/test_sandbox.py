@@ -29,8 +29,9 @@ PORT = 6000  # sandbox.port's default, ray.sub's NEMO_SKILLS_SANDBOX_PORT
 
 
 def job_file(tmp_path: Path, **sandbox: Any) -> list[str]:
-    """-f FILE for a job whose sandbox is the test server (on the node itself) with `sandbox`."""
-    values = {"command": [sys.executable, SERVER], **sandbox}
+    """-f FILE for a job whose sandbox is the test server (on the node itself, which the job
+    says it accepts) with `sandbox`."""
+    values = {"command": [sys.executable, SERVER], "unsafe_on_host": True, **sandbox}
     path = tmp_path / "sandbox.yaml"
     path.write_text(yaml.safe_dump({"sandbox": values}))
     return ["-f", str(path)]
@@ -116,6 +117,7 @@ def test_a_sandbox_image_runs_in_a_container_of_its_own(
 ) -> None:
     sandbox = job_file(
         tmp_path,
+        unsafe_on_host=False,
         image=str(test_image),
         command=["python3", SERVER],
         mounts=[f"{REPO}:{REPO}:ro"],
@@ -130,9 +132,13 @@ def test_a_sandbox_image_runs_in_a_container_of_its_own(
         "node1": "ok node1",
     }
     token = (log_dir / "ray-auth-token").read_text().strip()
-    assert len(token) == 64  # the job has one, the sandboxes cannot read it
+    assert len(token) == 64  # the job has one; the sandboxes see none of the log dir
     for node in ("node0", "node1"):
         log = (log_dir / f"sandbox-{node}.log").read_text()
         assert "listening on port" in log
-        assert "the job's Ray token here: 0 characters" in log, log
+        seen = json.loads(next(x for x in log.splitlines() if " sees {" in x).split(" sees ")[1])
+        # Its exchange dir only, at a path of its own; its own processes only.
+        assert seen["ports_dir"] == "/nrl-sandbox"
+        assert not {"ray-auth-token", "job.sbatch", "ENDED"} & set(seen["beside_ports_dir"])
+        assert seen["processes"] <= 2, seen
     wait_until(nodes_are_clean, 60)
