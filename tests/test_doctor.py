@@ -4,8 +4,10 @@ that output. The same checks run for real in tests/cluster/test_doctor.py."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import shlex
 import subprocess
 from pathlib import Path
@@ -17,6 +19,8 @@ from nrl_launch import doctor
 from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.doctor import probe as node_probe
+from nrl_launch.errors import ConfigError
+from nrl_launch.jobs.launch import check_log_base
 from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
 from nrl_launch.spec import LaunchSpec
@@ -897,6 +901,185 @@ def test_local_backend_checks_only_files(cli: Cli) -> None:
         in result.out
     )
     assert "slurm:" not in result.out
+
+
+# ---- Who else can write it: real dirs and files with real modes ----
+
+# A group of other users (the dev machine's nrl-team: nrl-user, nrl-other), not the user's
+# private one: what it can write, they can.
+TEAM_GID = 2100
+
+
+def team_writable(path: Path, mode: int) -> None:
+    """Give `path` to group TEAM_GID with `mode` (skips where there is no such group)."""
+    try:
+        grp.getgrgid(TEAM_GID)
+    except KeyError:
+        pytest.skip(f"needs group {TEAM_GID} (nrl-team, a group of other users)")
+    try:
+        os.chown(path, -1, TEAM_GID)
+    except PermissionError:
+        pytest.skip(f"cannot give {path} to group {TEAM_GID} as this user")
+    path.chmod(mode)
+
+
+def check_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line[:6] in ("ok    ", "warn  ", "FAIL  ")]
+
+
+def test_files_a_setup_command_sources() -> None:
+    setup = (
+        "module load cuda; source .venv/bin/activate && . /opt/env.sh || true\n"
+        "if true; then source 'my env.sh'; fi; echo source x; source $HOME/y\n"
+        "cd sub && source rel.sh; . /abs.sh"
+    )
+    assert doctor.files.sourced(setup) == [
+        (".venv/bin/activate", False), ("/opt/env.sh", False), ("my env.sh", False),
+        ("rel.sh", True), ("/abs.sh", True),
+    ]  # fmt: skip
+    assert doctor.files.sourced("source 'open") == []  # bash refuses it too
+
+
+CACHE_WARNING = (
+    "another user could put code there that your job runs (a uv wheel, a model's remote "
+    "code); use a directory only you can write"
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        (0o777, "{hf} is writable by every user (mode 0777)"),
+        (0o1777, "{hf} is writable by every user (mode 1777)"),  # sticky: still shared
+        (0o755, None),
+    ],
+)
+def test_cache_dirs_other_users_can_write_warn(
+    cli: Cli, isolated: Path, mode: int, why: str | None
+) -> None:
+    hf = isolated / "hf"
+    hf.mkdir()
+    hf.chmod(mode)
+    result = cli("doctor", "--backend", "local", "--set", f"caches.hf_home={hf}")
+    assert result.code == 0, result.out + result.err
+    lines = check_lines(result.out)
+    assert f"ok    caches.hf_home: {hf} is writable" in lines
+    warned = [line for line in lines if line.startswith("warn  caches.hf_home")]
+    if why is None:
+        assert warned == []
+    else:
+        assert warned == [f"warn  caches.hf_home: {hf}: {why.format(hf=hf)}: {CACHE_WARNING}"]
+
+
+def test_a_cache_dir_not_made_yet_in_a_dir_others_can_replace_warns(
+    cli: Cli, isolated: Path
+) -> None:
+    shared = isolated / "shared"
+    shared.mkdir()
+    team_writable(shared, 0o775)
+    uv = shared / "uv"
+    result = cli("doctor", "--backend", "local", "--set", f"caches.uv={uv}")
+    assert result.code == 0, result.out + result.err
+    assert (
+        f"warn  caches.uv: {uv}: {shared} is writable by group nrl-team (mode 0775, no sticky "
+        f"bit): {CACHE_WARNING}"
+    ) in check_lines(result.out)
+
+
+def test_relative_and_shared_path_entries_warn(
+    cli: Cli, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_bin = isolated / "bin"
+    open_bin.mkdir()
+    open_bin.chmod(0o777)
+    entries = [os.environ["PATH"], ".", str(open_bin), "/nonexistent/bin", ""]
+    monkeypatch.setenv("PATH", os.pathsep.join(entries))
+    result = cli("doctor", "--backend", "local")
+    assert result.code == 0, result.out + result.err
+    relative = (
+        "is relative: the job's commands are looked up in the dir it runs in (the submit dir), "
+        "where another user may put one; remove it from PATH"
+    )
+    assert [line for line in check_lines(result.out) if line.startswith("warn  PATH")] == [
+        f"warn  PATH: '.' {relative}",
+        f"warn  PATH: {open_bin}: {open_bin} is writable by every user (mode 0777, no sticky "
+        "bit): another user could put a command there that your job runs as you; remove it "
+        "from PATH, or make it writable by you alone",
+        f"warn  PATH: '' (empty) {relative}",
+    ]
+
+
+def test_a_log_dir_others_can_write_fails_as_submit_refuses_it(cli: Cli, isolated: Path) -> None:
+    logs = isolated / "logs"
+    logs.mkdir()
+    team_writable(logs, 0o775)
+    result = cli("doctor", "--backend", "local", "--log-dir", "logs")
+    assert result.code == 6
+    problem = (
+        f"logs.base_dir logs ({logs}): {logs} is writable by group nrl-team (mode 0775, no "
+        "sticky bit): another user could make or replace this job's log dir, and so change what "
+        "its nodes run (and read a Ray job's token); use a directory only you can write "
+        "(--log-dir DIR)"
+    )
+    assert "FAIL  " + problem.replace("logs.base_dir ", "logs.base_dir: ", 1) in result.out
+    assert f"ok    logs.base_dir: {logs} is writable" in result.out  # the write check stays
+    assert result.err == "nrl-launch: error: doctor: 1 check failed: logs.base_dir\n"
+    # Submit refuses the same dir with the same line.
+    with pytest.raises(ConfigError) as refused:
+        check_log_base(spec(logs__base_dir="logs"), isolated)
+    assert refused.value.problems == [problem]
+
+
+def test_a_log_dir_under_another_user_s_dir_warns(cli: Cli, isolated: Path) -> None:
+    try:
+        other = pwd.getpwnam("nrl-user").pw_uid
+    except KeyError:
+        pytest.skip("needs user nrl-user (another user)")
+    theirs = isolated / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, other, -1)
+    result = cli("doctor", "--backend", "local", "--log-dir", "theirs/logs")
+    assert result.code == 0, result.out + result.err
+    assert (
+        f"warn  logs.base_dir: theirs/logs ({theirs}/logs): {theirs} belongs to user nrl-user, "
+        "who could replace what is under it (this job's log dir and its Ray token); use a "
+        "directory of your own (--log-dir DIR)"
+    ) in check_lines(result.out)
+
+
+def test_a_submit_dir_others_can_write_warns(cli: Cli, isolated: Path, tmp_path: Path) -> None:
+    team_writable(isolated, 0o770)
+    result = cli("doctor", "--backend", "local", "--log-dir", str(tmp_path / "logs"))
+    assert result.code == 0, result.out + result.err
+    assert (
+        f"warn  submit dir: {isolated}: {isolated} is writable by group nrl-team (mode 0770, no "
+        "sticky bit): the job runs here, and relative paths in setup and the driver resolve "
+        "here: another user could replace what it runs; submit from a directory only you can "
+        "write"
+    ) in check_lines(result.out)
+
+
+def test_files_setup_sources_that_others_can_write_warn(cli: Cli, isolated: Path) -> None:
+    env = isolated / "env.sh"
+    env.write_text("export A=1\n")
+    team_writable(env, 0o664)
+    team = isolated / "team"
+    team.mkdir()
+    team_writable(team, 0o775)
+    (team / "b.sh").write_text("")
+    (isolated / "mine.sh").write_text("")  # 0644, the user's: nothing to say
+    setup = "source env.sh && . team/b.sh; source mine.sh"
+    result = cli("doctor", "--backend", "local", "--set", f"setup={setup}")
+    assert result.code == 0, result.out + result.err
+    then = (
+        "another user could change what your job runs as you; keep the file, and the dirs it "
+        "is in, writable by you alone"
+    )
+    assert [line for line in check_lines(result.out) if line.startswith("warn  setup")] == [
+        f"warn  setup: source env.sh: {env} is writable by group nrl-team (mode 0664): {then}",
+        f"warn  setup: source team/b.sh: {team} is writable by group nrl-team (mode 0775, no "
+        f"sticky bit): {then}",
+    ]
 
 
 def test_doctor_help_imports_no_heavy_library(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,13 @@ from nrl_launch import backends, runner
 from nrl_launch.backends.slurm import sbatch_flags
 from nrl_launch.doctor.files import _cache_dirs as _cache_dirs
 from nrl_launch.doctor.files import _existing as _existing
-from nrl_launch.doctor.files import container_checks, dir_check, dir_checks, shared_dirs
+from nrl_launch.doctor.files import (
+    container_checks,
+    dir_check,
+    dir_checks,
+    shared_dirs,
+    trust_checks,
+)
 from nrl_launch.doctor.verdicts import (
     _ACCOUNTING_OFF,
     Check,
@@ -79,6 +85,7 @@ __all__ = [
     "submission_check",
     "time_check",
     "tools_check",
+    "trust_checks",
 ]
 
 SLURM_TOOLS = ("sbatch", "srun", "squeue", "scontrol", "sinfo")
@@ -206,6 +213,7 @@ def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Ite
     if backend.shares_files:
         yield from container_checks(spec, cwd)
         yield from dir_checks(spec, cwd)
+        yield from trust_checks(spec, cwd, os.environ)
     else:
         # The image, the log dir and the caches are the scheduler's (Lepton's storage), not
         # this machine's: a check here would judge the wrong files.

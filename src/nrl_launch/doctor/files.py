@@ -1,6 +1,7 @@
 """doctor's file checks, as this machine sees the files: the container image and the mounts'
 sources, and the dirs every node must share (the log dir and each cache dir), which the job
-must be able to write in or create.
+must be able to write in or create; and who else can write what the job runs or keeps its token
+in (`trust_checks`): the log and cache dirs, the submit dir, PATH and the files setup sources.
 
 Doctor creates nothing the user did not ask for: the only files it writes are probe files that
 it removes at once.
@@ -9,13 +10,25 @@ it removes at once.
 from __future__ import annotations
 
 import os
+import shlex
 import socket
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from nrl_launch import trust
 from nrl_launch.doctor.verdicts import Check, _fail, _ok, _warn
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["PROBE_PREFIX", "container_checks", "dir_check", "dir_checks", "shared_dirs"]
+__all__ = [
+    "PROBE_PREFIX",
+    "container_checks",
+    "dir_check",
+    "dir_checks",
+    "shared_dirs",
+    "sourced",
+    "trust_checks",
+]
 
 # Every file doctor or its probe job writes starts with this: a user can always tell them apart.
 PROBE_PREFIX = ".nrl-doctor-"
@@ -139,3 +152,177 @@ def dir_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
         created_by = "submit" if key == "logs.base_dir" else "its first use"
         checks.append(dir_check(key, path, created_by))
     return checks
+
+
+# ---- Who else can write it: what the job runs, and where it keeps its token ----
+
+
+def _log_base_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
+    """What submit says of logs.base_dir (trust.log_base_problem: it refuses the job), or a
+    warning when a directory above it is another user's."""
+    base_dir = spec.logs.base_dir
+    problem = trust.log_base_problem(base_dir, cwd)
+    if problem:
+        return [_fail("logs.base_dir", problem.removeprefix("logs.base_dir "))]
+    owner = trust.foreign_owner(cwd / base_dir)
+    if owner:
+        path = (cwd / base_dir).resolve()
+        shown = base_dir if Path(base_dir).is_absolute() else f"{base_dir} ({path})"
+        return [
+            _warn(
+                "logs.base_dir",
+                f"{shown}: {owner}, who could replace what is under it (this job's log dir "
+                "and its Ray token); use a directory of your own (--log-dir DIR)",
+            )
+        ]
+    return []
+
+
+def _cache_trust_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
+    checks = []
+    for key, path in shared_dirs(spec, cwd)[1:]:  # the log dir is _log_base_checks'
+        why = trust.shared(path) or trust.replaceable(path)
+        if why:
+            checks.append(
+                _warn(
+                    key,
+                    f"{path}: {why}: another user could put code there that your job runs "
+                    "(a uv wheel, a model's remote code); use a directory only you can write",
+                )
+            )
+    return checks
+
+
+def _submit_dir_check(cwd: Path) -> list[Check]:
+    why = trust.replaceable(cwd)
+    if not why:
+        return []
+    return [
+        _warn(
+            "submit dir",
+            f"{cwd}: {why}: the job runs here, and relative paths in setup and the driver "
+            "resolve here: another user could replace what it runs; submit from a directory "
+            "only you can write",
+        )
+    ]
+
+
+def _path_checks(environ: Mapping[str, str]) -> list[Check]:
+    """Each entry of this shell's PATH, which the job inherits: a relative one finds commands
+    in the submit dir, one that another user can write holds commands they chose."""
+    checks = []
+    for entry in dict.fromkeys(environ.get("PATH", "").split(os.pathsep)):
+        if not Path(entry).is_absolute():
+            shown = repr(entry) + (" (empty)" if not entry else "")
+            checks.append(
+                _warn(
+                    "PATH",
+                    f"{shown} is relative: the job's commands are looked up in the dir it runs "
+                    "in (the submit dir), where another user may put one; remove it from PATH",
+                )
+            )
+            continue
+        path = Path(entry)
+        if not path.is_dir():
+            continue
+        why = trust.replaceable(path) or trust.shared(path)
+        if why:
+            checks.append(
+                _warn(
+                    "PATH",
+                    f"{entry}: {why}: another user could put a command there that your job "
+                    "runs as you; remove it from PATH, or make it writable by you alone",
+                )
+            )
+    return checks
+
+
+# Shell words that may come before a command: `if ...; then source x; fi`.
+_LEAD_WORDS = {"then", "do", "else", "{", "!"}
+
+
+def sourced(setup: str) -> list[tuple[str, bool]]:
+    """The files a setup command sources (`source X`, `. X`), in order, each with whether a
+    `cd` (or pushd) came before it: a relative X then resolves somewhere else. Words with
+    `$` or a backquote are left out (their value is the job's); a setup with an open quote,
+    which bash refuses, gives none."""
+    lexer = shlex.shlex(setup, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an open quote: bash refuses it too
+        return []
+    found: list[tuple[str, bool]] = []
+    moved = False
+    command: list[str] = []
+    for token in [*tokens, ";"]:
+        if token and all(c in lexer.punctuation_chars for c in token):
+            while command and command[0] in _LEAD_WORDS:
+                command.pop(0)
+            if command[:1] in (["cd"], ["pushd"]):
+                moved = True
+            elif (
+                len(command) > 1
+                and command[0] in ("source", ".")
+                and not any(c in command[1] for c in "$`")
+            ):
+                found.append((command[1], moved))
+            command = []
+        else:
+            command.append(token)
+    return found
+
+
+def _sourced_file_problem(path: Path) -> str | None:
+    """Why `path` (a file setup sources) is not safe to run as the user: not theirs (a file of
+    root's counts as theirs unless someone else can write it), or in a dir another user can
+    replace it in; None when it is."""
+    try:
+        st = path.lstat()
+    except OSError:
+        st = None
+    why = None
+    if st is not None:
+        root_s = st.st_uid == 0 and not stat.S_ISLNK(st.st_mode)
+        why = trust.shared(path) if root_s else trust.not_mine(path)
+    return why or trust.replaceable(path.parent)
+
+
+def _setup_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
+    if not spec.setup:
+        return []
+    inside = spec.container.runtime == "pyxis"
+    start = Path(spec.container.workdir) if inside and spec.container.workdir else cwd
+    checks = []
+    for word, moved in dict.fromkeys(sourced(spec.setup)):
+        where = Path(word).expanduser()
+        if not where.is_absolute():
+            if moved:  # after a cd: not known from here where it is
+                continue
+            where = start / where
+        path = Path(_host_path(spec, os.path.normpath(where)))
+        if inside and not path.exists():
+            continue  # in the image, as far as this machine can tell
+        why = _sourced_file_problem(path)
+        if why:
+            checks.append(
+                _warn(
+                    "setup",
+                    f"source {word}: {why}: another user could change what your "
+                    "job runs as you; keep the file, and the dirs it is in, writable by you "
+                    "alone",
+                )
+            )
+    return checks
+
+
+def trust_checks(spec: LaunchSpec, cwd: Path, environ: Mapping[str, str]) -> Iterator[Check]:
+    """Who besides the user can write what the job runs or keeps its Ray token in: the log
+    dir (a fail, as at submit), the cache dirs, the submit dir, each PATH entry and each file
+    the setup command sources (warnings). Nothing is said of what only the user can write."""
+    yield from _log_base_checks(spec, cwd)
+    yield from _cache_trust_checks(spec, cwd)
+    yield from _submit_dir_check(cwd)
+    yield from _path_checks(environ)
+    yield from _setup_checks(spec, cwd)
