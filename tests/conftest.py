@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
 import subprocess
@@ -186,3 +187,38 @@ def tiny_rl() -> Path:
     )
     assert made.returncode == 0, made.stderr
     return TINY_RL
+
+
+# ---- Another user of a shared cluster, for the tests of who may write what (trust.py) ----
+
+OTHER_UID = 54321  # another user: no passwd entry, so nrl-launch names it "uid 54321"
+
+
+def other_group() -> tuple[int, str]:
+    """A group of other users, and the name nrl-launch gives it: nrl-team (gid 2100, which the
+    dev cluster makes) where this machine has it, else gid 54322 (no group entry: nobody's
+    private group)."""
+    try:
+        return 2100, grp.getgrgid(2100).gr_name
+    except KeyError:
+        return 54322, "gid 54322"
+
+
+def give(path: Path, uid: int = -1, gid: int = -1) -> None:
+    """chown without following a link; skips where this user may not (only root may)."""
+    try:
+        os.chown(path, uid, gid, follow_symlinks=False)
+    except PermissionError:
+        pytest.skip(f"cannot give {path} to uid {uid} / gid {gid} as this user")
+
+
+def make_foreign(path: Path, whose: str, group_mode: int) -> str:
+    """Make `path` not the user's own: `whose` "another user" gives it to OTHER_UID, else
+    `group_mode` makes it writable by other_group(). Returns how nrl-launch says why."""
+    if whose == "another user":
+        give(path, uid=OTHER_UID)
+        return f"{path} belongs to user uid {OTHER_UID}, not you"
+    gid, name = other_group()
+    give(path, gid=gid)
+    path.chmod(group_mode)
+    return f"{path} is writable by group {name} (mode {group_mode:04o})"

@@ -3,7 +3,6 @@ per job and read from a 0600 file, never printed; secrets travel by name only.""
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import re
@@ -20,7 +19,7 @@ from nrl_launch import backends
 from nrl_launch.backends import local, slurm
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
-from tests.conftest import Cli, without_warnings
+from tests.conftest import OTHER_UID, Cli, give, make_foreign, other_group, without_warnings
 from tests.fakes import FakeSlurm, install
 from tests.test_quoting import bash_values
 
@@ -218,27 +217,10 @@ def test_a_secrets_list_of_anything_but_names_is_refused(secrets: list[object]) 
 
 # ==== Issue 25: the job's log dir is its own; the login side trusts only the user's files ====
 
-OTHER_UID = 54321  # another user (no passwd entry)
 # The PATH the tests started with: a test's fake Slurm is alone on PATH, bash is not.
 SYSTEM_PATH = os.environ["PATH"]
 JOB = ["--", "python", "x.py"]
 REFUSED = re.compile(r"^\[nrl-launch [^]]+\] nrl-launch refused to start the job: (.*)$")
-
-
-def _other_group() -> tuple[int, str]:
-    """A group of other users, and how nrl-launch names it: nrl-team (gid 2100) where this
-    machine has it, else gid 54322 (no group entry, so nobody's private group)."""
-    try:
-        return 2100, grp.getgrgid(2100).gr_name
-    except KeyError:
-        return 54322, "gid 54322"
-
-
-def _give(path: Path, uid: int = -1, gid: int = -1) -> None:
-    try:
-        os.chown(path, uid, gid)
-    except PermissionError:
-        pytest.skip(f"cannot give {path} to uid {uid} / gid {gid} as this user")
 
 
 def _spec(**values: object) -> LaunchSpec:
@@ -328,8 +310,8 @@ def test_the_job_refuses_a_log_dir_someone_else_made_and_writes_nothing_into_it(
     token = log_dir / "ray-auth-token"
     token.touch()
     token.chmod(0o666)
-    _give(token, uid=OTHER_UID)
-    _give(log_dir, uid=OTHER_UID)
+    give(token, uid=OTHER_UID)
+    give(log_dir, uid=OTHER_UID)
     # As the job's batch step goes on: the token comes right after the log dir.
     probe = f"start_log_dir {copy} 1700000000; make_ray_token"
     done = _job_bash(text, probe, tmp_path, {"NRL_LOG_DIR": str(log_dir)})
@@ -367,13 +349,13 @@ def test_the_job_refuses_a_world_writable_log_base_without_sticky(
 
 
 def test_the_job_refuses_a_log_base_a_group_of_others_can_write(tmp_path: Path) -> None:
-    gid, name = _other_group()
+    gid, name = other_group()
     if gid != 2100:  # a gid with no group entry: test_the_job_names_a_group_that_has_no_...
         pytest.skip("needs group 2100 (nrl-team, a group of other users)")
     text, copy = _rendered("slurm-ray")
     base = tmp_path / "team"
     base.mkdir()
-    _give(base, gid=gid)
+    give(base, gid=gid)
     base.chmod(0o770)
     log_dir = base / "5-logs"
     done = _job_bash(text, f"start_log_dir {copy} 1", tmp_path, {"NRL_LOG_DIR": str(log_dir)})
@@ -388,7 +370,7 @@ def test_the_job_names_a_group_that_has_no_group_entry_by_its_gid(tmp_path: Path
     text, copy = _rendered("slurm-ray")
     base = tmp_path / "team"
     base.mkdir()
-    _give(base, gid=54322)  # no group entry: whose it is cannot be known, so not the user's
+    give(base, gid=54322)  # no group entry: whose it is cannot be known, so not the user's
     base.chmod(0o770)
     done = _job_bash(
         text, f"start_log_dir {copy} 1", tmp_path, {"NRL_LOG_DIR": str(base / "5-logs")}
@@ -529,15 +511,8 @@ def test_a_profile_in_the_cwd_that_is_not_the_user_s_own_is_refused(
 ) -> None:
     profile = isolated / "nrl-launch.yaml"
     profile.write_text("setup: echo pwned\n")
-    if whose == "another user":
-        profile.chmod(0o644)
-        _give(profile, uid=OTHER_UID)
-        why = f"{profile} belongs to user uid {OTHER_UID}, not you"
-    else:
-        gid, name = _other_group()
-        _give(profile, gid=gid)
-        profile.chmod(0o664)
-        why = f"{profile} is writable by group {name} (mode 0664)"
+    profile.chmod(0o644)
+    why = make_foreign(profile, whose, 0o664)
     result = cli("render", *JOB)
     assert result.code == 2
     assert result.err == (

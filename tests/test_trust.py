@@ -18,27 +18,8 @@ from nrl_launch import trust
 from nrl_launch.errors import ExitCode, UntrustedLogError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import find_log_dir, phase_of, printable, read_log_dir, run_log_dirs
-from tests.conftest import Cli
+from tests.conftest import OTHER_UID, Cli, give, make_foreign, other_group
 from tests.fakes import FakeSlurm, install
-
-OTHER_UID = 54321  # another user: no passwd entry, so trust names it "uid 54321"
-
-
-def other_group() -> tuple[int, str]:
-    """A group of other users, and the name trust gives it: nrl-team (gid 2100) where this
-    machine has it, else gid 54322 (no group entry: not the user's private group)."""
-    try:
-        return 2100, grp.getgrgid(2100).gr_name
-    except KeyError:
-        return 54322, "gid 54322"
-
-
-def give(path: Path, uid: int = -1, gid: int = -1) -> None:
-    """chown without following a link; skips where this user may not (only root may)."""
-    try:
-        os.chown(path, uid, gid, follow_symlinks=False)
-    except PermissionError:
-        pytest.skip(f"cannot give {path} to uid {uid} / gid {gid} as this user")
 
 
 def mkdir(path: Path, mode: int) -> Path:
@@ -347,14 +328,7 @@ def test_attach_refuses_an_attach_script_that_is_not_the_user_s_own(
     log_dir = save_job(tmp_path)
     marker = tmp_path / "RAN"
     script = plant_attach_script(log_dir, "11", marker)
-    if whose == "another user":
-        give(script, uid=OTHER_UID)
-        why = f"{script} belongs to user uid {OTHER_UID}, not you"
-    else:
-        gid, name = other_group()
-        give(script, gid=gid)
-        script.chmod(0o770)
-        why = f"{script} is writable by group {name} (mode 0770)"
+    why = make_foreign(script, whose, 0o770)
     fake.answer("squeue", "11|RUNNING|None|2|node[0-1]\n")
     result = cli("attach", "11", "--", "hostname")
     assert result.code == 4
@@ -365,33 +339,25 @@ def test_attach_refuses_an_attach_script_that_is_not_the_user_s_own(
     assert not marker.exists()  # the planted script did not run
 
 
-def test_status_shows_a_terminal_escape_in_ended_as_question_marks(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+@pytest.mark.parametrize(
+    ("ended", "shown"),
+    [
+        # A terminal escape (clear screen) does not clear the user's screen.
+        ("driver exited with code 3\x1b[2Jall good\n", "driver exited with code 3?[2Jall good"),
+        # A carriage return would let the text after it overwrite (or, read as a line break,
+        # add to) the job's status line: it shows as ?, and the job stays one line.
+        ("driver exited with code 3\x1b[2J\rall good\n", "driver exited with code 3?[2J?all good"),
+    ],
+)
+def test_status_shows_control_characters_in_ended_as_question_marks(
+    cli: Cli, fake: FakeSlurm, tmp_path: Path, ended: str, shown: str
 ) -> None:
-    """An ENDED holding a terminal escape (clear screen) does not clear the user's screen."""
     log_dir = save_job(tmp_path)
-    write(log_dir / "ENDED", "driver exited with code 3\x1b[2Jall good\n", 0o600)
+    write(log_dir / "ENDED", ended, 0o600)
     fake.answer("squeue", "11|RUNNING|None|2|node[0-1]\n")
     result = cli("status", "11")
     assert result.code == 0, result.err
-    assert result.out == (
-        f"11  RUNNING    stopping: driver exited with code 3?[2Jall good   (logs: {log_dir})\n"
-    )
-
-
-def test_status_shows_a_carriage_return_in_ended_as_a_question_mark(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
-) -> None:
-    """A carriage return in ENDED would let the text after it overwrite (or, read as a line
-    break, add to) the job's status line: it shows as ?, and the job stays one line."""
-    log_dir = save_job(tmp_path)
-    write(log_dir / "ENDED", "driver exited with code 3\x1b[2J\rall good\n", 0o600)
-    fake.answer("squeue", "11|RUNNING|None|2|node[0-1]\n")
-    result = cli("status", "11")
-    assert result.code == 0, result.err
-    assert result.out == (
-        f"11  RUNNING    stopping: driver exited with code 3?[2J?all good   (logs: {log_dir})\n"
-    )
+    assert result.out == f"11  RUNNING    stopping: {shown}   (logs: {log_dir})\n"
 
 
 def test_printable_keeps_newlines_tabs_and_text() -> None:

@@ -33,8 +33,8 @@ from nrl_launch.spec_fields import (
     as_text,
     check_path_part,
     check_time,
-    credential_name,
     printable,
+    refuse_credentials,
     reserved_env_name,
     slurm_time_minutes,
 )
@@ -521,14 +521,12 @@ def _check_env(spec: LaunchSpec) -> None:
         raise ValueError(
             f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
         )
-    for name in sorted(spec.env):
-        word = credential_name(name)
-        if word:
-            raise ValueError(
-                f"env.{name}: its name says it holds a credential ({word}), and a value in env "
-                "is written into the job script, spec.json, the job record and sbatch's command "
-                f"line; pass it by name instead: export it and give --secret {name}"
-            )
+    refuse_credentials(
+        spec.env,
+        "env",
+        "and a value in env is written into the job script, spec.json, the job record and "
+        "sbatch's command line; pass it by name instead: export it and give --secret {name}",
+    )
     # The job exports the caches' variables after the env's: one of the env's (or a secret's)
     # under the same name would be lost without a word.
     caches = spec.caches.env()

@@ -7,6 +7,7 @@ builds its models from them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
@@ -25,6 +26,7 @@ __all__ = [
     "check_time",
     "credential_name",
     "printable",
+    "refuse_credentials",
     "reserved_env_name",
     "slurm_time_minutes",
 ]
@@ -159,6 +161,22 @@ _CREDENTIAL_WORDS = frozenset(
 def credential_name(name: str) -> str | None:
     """The word of `name` that says it holds a credential (KEY of OPENAI_API_KEY), or None."""
     return next((w for w in name.upper().split("_") if w in _CREDENTIAL_WORDS), None)
+
+
+def refuse_credentials(names: Iterable[str], key: str, why: str) -> None:
+    """Raise for the first of `names` (sorted) that says it holds a credential: one line,
+    `KEY.NAME: its name says it holds a credential (WORD), WHY`; `why` may name it as {name}.
+
+    Raises:
+        ValueError: one of `names` does.
+    """
+    for name in sorted(names):
+        word = credential_name(name)
+        if word:
+            raise ValueError(
+                f"{key}.{name}: its name says it holds a credential ({word}), "
+                + why.format(name=name)
+            )
 
 
 def _env_name(value: str) -> str:

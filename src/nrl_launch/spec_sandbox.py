@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text, credential_name
+from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text, refuse_credentials
 from nrl_launch.storage import is_under
 
 if TYPE_CHECKING:
@@ -247,13 +247,11 @@ def check_sandbox(spec: LaunchSpec) -> None:
             f"sandbox.env.{name}: {name} is one of the job's secrets, which travel by name only "
             "and never reach the sandbox (the code it runs comes from a model); drop it there"
         )
-    for name in sorted(sandbox.env):
-        word = credential_name(name)
-        if word:
-            raise ValueError(
-                f"sandbox.env.{name}: its name says it holds a credential ({word}), and the "
-                "sandbox runs code a model wrote; keep credentials out of it"
-            )
+    refuse_credentials(
+        sandbox.env,
+        "sandbox.env",
+        "and the sandbox runs code a model wrote; keep credentials out of it",
+    )
     if sandbox.image is not None and any(c in spec.logs.base_dir for c in ",:"):
         raise ValueError(
             f"logs.base_dir: {spec.logs.base_dir!r} holds ',' or ':', which pyxis cannot mount "

@@ -86,56 +86,27 @@ def probe(host: str) -> dict[str, Any]:
     def put(port: int, answer: str) -> None:
         found[f"{host}:{port}"] = answer
 
-    put(
-        GCS,
-        grpc_call(
-            host,
-            GCS,
-            lambda ch: gcs_service_pb2_grpc.NodeInfoGcsServiceStub(ch).GetAllNodeInfo(
-                gcs_service_pb2.GetAllNodeInfoRequest(), timeout=10
-            ),
+    calls: dict[int, Callable[[grpc.Channel], Any]] = {
+        GCS: lambda ch: gcs_service_pb2_grpc.NodeInfoGcsServiceStub(ch).GetAllNodeInfo(
+            gcs_service_pb2.GetAllNodeInfoRequest(), timeout=10
         ),
-    )
-    put(
-        CLIENT,
-        grpc_call(
-            host,
-            CLIENT,
-            lambda ch: ray_client_pb2_grpc.RayletDriverStub(ch).ClusterInfo(
-                ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING),
-                timeout=10,
-            ),
+        CLIENT: lambda ch: ray_client_pb2_grpc.RayletDriverStub(ch).ClusterInfo(
+            ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING),
+            timeout=10,
         ),
-    )
-    put(
-        NODE_MANAGER,
-        grpc_call(
-            host,
-            NODE_MANAGER,
-            lambda ch: node_manager_pb2_grpc.NodeManagerServiceStub(ch).GetNodeStats(
-                node_manager_pb2.GetNodeStatsRequest(), timeout=10
-            ),
+        NODE_MANAGER: lambda ch: node_manager_pb2_grpc.NodeManagerServiceStub(ch).GetNodeStats(
+            node_manager_pb2.GetNodeStatsRequest(), timeout=10
         ),
-    )
-    # No Python stub: the raw method, with an empty request (refused before it is read).
-    put(
-        OBJECT_MANAGER,
-        grpc_call(
-            host,
-            OBJECT_MANAGER,
-            lambda ch: ch.unary_unary("/ray.rpc.ObjectManagerService/Pull")(b"", timeout=10),
+        # No Python stub: the raw method, with an empty request (refused before it is read).
+        OBJECT_MANAGER: lambda ch: ch.unary_unary("/ray.rpc.ObjectManagerService/Pull")(
+            b"", timeout=10
         ),
-    )
-    put(
-        AGENT_GRPC,
-        grpc_call(
-            host,
-            AGENT_GRPC,
-            lambda ch: reporter_pb2_grpc.ReporterServiceStub(ch).HealthCheck(
-                reporter_pb2.HealthCheckRequest(), timeout=10
-            ),
+        AGENT_GRPC: lambda ch: reporter_pb2_grpc.ReporterServiceStub(ch).HealthCheck(
+            reporter_pb2.HealthCheckRequest(), timeout=10
         ),
-    )
+    }
+    for port, call in calls.items():
+        put(port, grpc_call(host, port, call))
     for path in ("/api/version", "/api/jobs/", "/nodes?view=summary"):
         found[f"{host}:{DASHBOARD}{path}"] = http_call(host, DASHBOARD, path)[0]
     found[f"{host}:{AGENT_HTTP}/api/job_agent/jobs/x/logs"] = http_call(
