@@ -51,8 +51,10 @@ def checks(out: str) -> dict[str, list[str]]:
 
 @pytest.fixture
 def login_only(dev_cluster: None) -> Iterator[Path]:  # noqa: ARG001 - the nodes must be up
-    """A dir under /tmp/ray that exists on this machine only: no node sees it."""
-    path = Path("/tmp/ray") / f"nrl-doctor-test-{uuid.uuid4().hex[:8]}"
+    """A dir that exists on this machine only: no node sees it. Under /var/lib/enroot, where
+    each dev-cluster node mounts a disk of its own (not /tmp/ray, which is node-local too but
+    which Ray leaves writable by every user: doctor fails a log dir there first)."""
+    path = Path("/var/lib/enroot") / f"nrl-doctor-test-{uuid.uuid4().hex[:8]}"
     path.mkdir(parents=True)
     yield path
     path.rmdir()
