@@ -282,7 +282,7 @@ CASES: list[Case] = [
         "env-not-a-mapping",
         [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
         BAD_INPUT,
-        ["env: input should be a valid dictionary (from job file {tmp}/j.yaml)"],
+        ["env: must be a mapping of keys (KEY: VALUE) (from job file {tmp}/j.yaml)"],
         {"j.yaml": "env: [A=1]\n"},
     ),
     Case(
@@ -552,6 +552,15 @@ CASES: list[Case] = [
         ["slurm.extra_args: must not contain a NUL byte"],
         extra_args('["--comment=a\\0b"]'),
     ),
+    Case(
+        "extra-arg-without-its-value",
+        [*SUBMIT, "--set", "slurm.extra_args=[--mem]", *CMD],
+        BAD_INPUT,
+        [
+            "slurm.extra_args: '--mem' needs a value (sbatch would take the job script's path "
+            "for it): give it in the same word, as --mem=VALUE (from --set slurm.extra_args)"
+        ],
+    ),
     # ---- Slurm failing ----
     Case(
         "sbatch-fails",
@@ -696,6 +705,96 @@ CASES: list[Case] = [
         [*SUBMIT, "--config", "{tmp}/c.yaml", "cluster.num_nodes", "2"],
         BAD_INPUT,
         ["override 'cluster.num_nodes': no value; write cluster.num_nodes=VALUE"],
+    ),
+    Case(  # an option of the driver, the driver given without `--`: where `--` goes
+        "driver-options-without-dashes",
+        ["render", "-N", "2", "python", "-m", "torch.distributed.run", "train.py", "--lr", "3"],
+        BAD_INPUT,
+        [
+            "No such option: -m; options of the driver (or command) go after `--`: nrl-launch "
+            "render -N 2 -- python -m torch.distributed.run train.py --lr 3"
+        ],
+    ),
+    Case(
+        "command-options-without-dashes",
+        ["run", "--dry-run", "ls", "-la"],
+        BAD_INPUT,
+        [
+            "No such option: -l; options of the driver (or command) go after `--`: nrl-launch run "
+            "--dry-run -- ls -la"
+        ],
+    ),
+    # ---- YAML's booleans, numbers and depth; a file given as the other kind ----
+    Case(
+        "yaml-booleans-as-numbers",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        [
+            f"{key}: must be a number, not a yes/no/on/off/true/false, which YAML reads as a "
+            "boolean (got True, from job file {tmp}/j.yaml)"
+            for key in ("slurm.nodes", "slurm.gpus_per_node", "ray.timeouts.join_s")
+        ],
+        {
+            "j.yaml": "slurm:\n  nodes: yes\n  gpus_per_node: on\n"
+            "ray:\n  timeouts:\n    join_s: true\n"
+        },
+    ),
+    Case(
+        "yaml-boolean-as-a-secret-s-need",
+        [*SUBMIT, "--set", "secrets.HF_TOKEN=yes", *CMD],
+        BAD_INPUT,
+        [
+            "secrets.HF_TOKEN: input should be 'required', 'optional' or 'off' (YAML reads "
+            "yes/no/on/off/true/false as a boolean: quote the word) (got True, from --set "
+            "secrets.HF_TOKEN)"
+        ],
+    ),
+    Case(
+        "yaml-nested-too-deeply",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["job file {tmp}/j.yaml: nested too deeply to be a job spec"],
+        {"j.yaml": "[" * 5000},
+    ),
+    Case(
+        "a-list-written-as-a-string",
+        [*SUBMIT, "-f", "{tmp}/j.yaml"],
+        BAD_INPUT,
+        [
+            "driver.command: must be a list, e.g. [a, b] (got 'uv run x.py', from job file "
+            "{tmp}/j.yaml)"
+        ],
+        {"j.yaml": 'driver:\n  command: "uv run x.py"\n'},
+    ),
+    Case(
+        "nemo-rl-config-as-a-job-file",
+        [*SUBMIT, "-f", "{tmp}/c.yaml", *CMD],
+        BAD_INPUT,
+        [
+            "job file {tmp}/c.yaml looks like a NeMo RL config (policy:, cluster:), not an "
+            "nrl-launch job spec: give it with --config {tmp}/c.yaml"
+        ],
+        {"c.yaml": "policy:\n  model_name: x\ncluster:\n  num_nodes: 1\n"},
+    ),
+    Case(
+        "job-file-as-the-nemo-rl-config",
+        [*SUBMIT, "grpo", "--config", "{tmp}/j.yaml"],
+        BAD_INPUT,
+        [
+            "--config {tmp}/j.yaml looks like an nrl-launch job file (slurm:, container:), not "
+            "a NeMo RL config: give it with -f {tmp}/j.yaml"
+        ],
+        {"j.yaml": "slurm:\n  nodes: 2\ncontainer:\n  image: x\n"},
+    ),
+    Case(
+        "override-with-a-malformed-interpolation",
+        [*SUBMIT, "grpo", "--config", "{tmp}/c.yaml", "policy.model_name=${oops"],
+        BAD_INPUT,
+        [
+            "override 'policy.model_name=${oops': its value cannot be read: no viable "
+            "alternative at input '${oops'"
+        ],
+        {"c.yaml": "policy:\n  model_name: x\ncluster:\n  num_nodes: 1\n  gpus_per_node: 8\n"},
     ),
     # ---- Slurm's own keys ----
     Case(

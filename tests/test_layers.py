@@ -399,3 +399,18 @@ def test_job_flags_of_the_slurm_keys() -> None:
         "slurm.reservation": "--reservation",
         "slurm.exclude": "--exclude",
     }
+
+
+def test_yaml_s_off_and_numbers_are_the_words_a_user_meant(cli: Cli, tmp_path: Path) -> None:
+    """`off` (YAML's false) drops a secret, as the README says; a numeric account, job name or
+    partition (YAML's ints) is that word."""
+    job = tmp_path / "j.yaml"
+    job.write_text(
+        "secrets:\n  HF_TOKEN: off\nslurm:\n  account: 123456\n  job_name: 2024\n  partition: 1\n"
+    )
+    result = cli("config", "show", "--json", "-f", str(job), "--", "python", "x.py")
+    assert result.code == 0, result.err
+    spec = json.loads(result.out)["spec"]
+    assert spec["secrets"]["HF_TOKEN"] == "off"
+    slurm = spec["slurm"]
+    assert (slurm["account"], slurm["job_name"], slurm["partition"]) == ("123456", "2024", "1")

@@ -342,6 +342,18 @@ def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
     assert "Traceback" not in result.err
 
 
+def test_plan_prints_its_problems_under_their_header_on_stdout_too(cli: Cli) -> None:
+    """`plan > plan.txt`, or a CI log that keeps stdout only, has the problems, not only
+    their count."""
+    args = ["plan", "--config", str(NONCOLOC_1N), f"{RES}.gpus_per_node=8"]
+    result = cli(*args, f"{V}.pipeline_parallel_size=3")
+    assert result.code == 2
+    problems = [line.removeprefix("nrl-launch: error: ") for line in result.err.splitlines()]
+    assert len(problems) == 3
+    tail = result.out.splitlines()[-4:]
+    assert tail == ["3 problem(s):", *(f"  {p}" for p in problems)]
+
+
 def test_plan_checks_the_job_against_the_config(cli: Cli) -> None:
     result = cli("plan", "--config", str(GYM), "--nodes", "32", *SHARED_LOGS)
     assert result.code == 2

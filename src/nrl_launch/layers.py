@@ -158,6 +158,8 @@ def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     text = paths.read_config_text(path, f"{what} {path}")
     try:
         data = yaml.load(text, Loader=_YamlLoader)
+    except RecursionError:
+        raise ConfigError([f"{what} {path}: nested too deeply to be a job spec"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -210,12 +212,26 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, An
             yield dotted, value
 
 
+# A NeMo RL driver config's own sections: a file holding them (and no job spec key) was meant
+# for --config.
+NEMO_RL_SECTIONS = ("policy", "cluster", "grpo", "sft", "dpo", "checkpointing", "loss_fn", "data")
+
+
 def file_settings(path: Path, what: str) -> list[Setting]:
     """The settings of a profile or job file, each labelled with the file it came from."""
     data = load_yaml_mapping(path, what)
     bad = [str(k) for k in data if not isinstance(k, str)]
     if bad:
         raise ConfigError([f"{what} {path}: key {bad[0]!r} must be a string"])
+    nemo = [k for k in NEMO_RL_SECTIONS if k in data]
+    if nemo and not set(data) & set(LaunchSpec.model_fields) - {"env"}:
+        shown = ", ".join(f"{k}:" for k in nemo[:3])
+        raise ConfigError(
+            [
+                f"{what} {path} looks like a NeMo RL config ({shown}), not an nrl-launch job "
+                f"spec: give it with --config {path}"
+            ]
+        )
     return [Setting(k, v, f"{what} {path}") for k, v in flatten(data)]
 
 
@@ -276,7 +292,7 @@ def parse_set(items: Sequence[str]) -> list[Setting]:
             )
         try:
             value = yaml.load(raw, Loader=_YamlLoader) if raw.strip() else raw
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             value = raw  # not YAML: take the text as it is
         settings.append(Setting(key, value, f"--set {key}"))
     return settings
@@ -363,7 +379,7 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
         if err["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
             continue
-        text = str(err["msg"]).removeprefix("Value error, ")
+        text = _plain_message(err)
         # A validator that finds several problems in one value says each on a line of its own.
         for line in text.splitlines():
             message = line[:1].lower() + line[1:]
@@ -375,6 +391,25 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
                 got = f"got {err['input']!r}" + (f", from {source}" if source else "")
                 lines.append(f"{key}: {message} ({got})")
     return lines
+
+
+# pydantic's words for a wrong kind of value, in YAML's: YAML has lists and mappings, not
+# tuples, dictionaries or Python classes.
+_KINDS = {
+    "tuple_type": "must be a list, e.g. [a, b]",
+    "list_type": "must be a list, e.g. [a, b]",
+    "model_type": "must be a mapping of keys (KEY: VALUE)",
+    "dict_type": "must be a mapping of keys (KEY: VALUE)",
+}
+
+
+def _plain_message(err: Any) -> str:
+    """A pydantic error's message as the user reads it: in YAML's words, with a hint when YAML
+    made a boolean of what was meant as a word (`on`, `yes`)."""
+    text = _KINDS.get(err["type"]) or str(err["msg"]).removeprefix("Value error, ")
+    if isinstance(err.get("input"), bool) and err["type"] in ("literal_error", "enum"):
+        text += " (YAML reads yes/no/on/off/true/false as a boolean: quote the word)"
+    return text
 
 
 def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:

@@ -204,6 +204,9 @@ def problems(args: Sequence[str], *, gres_owned: bool, constraint_set: bool = Fa
             pyxis = _is_pyxis(name)
             if pyxis and i + 1 < len(args) and not args[i + 1].startswith("-"):
                 takes = "required"  # most of pyxis's flags take a value: refused with it
+            if takes == "required" and not eq and i + 1 >= len(args) and not pyxis:
+                found.append(_no_value(word))
+                break
             if takes == "required" and not eq and i + 1 < len(args):
                 i += 1
                 word, value = f"{word} {args[i]}", args[i]
@@ -220,6 +223,16 @@ def problems(args: Sequence[str], *, gres_owned: bool, constraint_set: bool = Fa
         found.append(f"{word!r} is not an option: {_SCRIPT}")
         break  # sbatch takes every argument after the script for the script's own
     return found
+
+
+def _no_value(word: str) -> str:
+    """An option that takes a value, last with none: sbatch would take the next word, the job
+    script's path, for it."""
+    written = f"{word}=VALUE" if word.startswith("--") else f"{word}VALUE"
+    return (
+        f"{word!r} needs a value (sbatch would take the job script's path for it): give it "
+        f"in the same word, as {written}"
+    )
 
 
 def _matches(name: str) -> list[str]:
@@ -249,6 +262,8 @@ def _short(args: Sequence[str], i: int, owned: _Owned) -> tuple[int, list[str]]:
                 return i + 1, problems_here
             continue
         value = word[j + 1 :]
+        if takes == "required" and not value and i + 1 >= len(args):
+            return i + 1, [_no_value(word)]
         if takes == "required" and not value and i + 1 < len(args):
             i += 1
             word, value = f"{word} {args[i]}", args[i]

@@ -24,6 +24,7 @@ from pydantic import (
 from nrl_launch.spec_fields import (
     MOUNT_FLAGS,
     EnvName,
+    Int,
     Line,
     NonEmpty,
     Port,
@@ -103,8 +104,10 @@ class Mount(_Spec):
 
 class SlurmSpec(_Spec):
     # squeue and sacct print one job per line: a control character in a name would split it.
-    job_name: Annotated[NonEmpty, AfterValidator(printable)] = "nrl-launch"
-    nodes: int = Field(default=1, ge=1)
+    job_name: Annotated[NonEmpty, BeforeValidator(as_text), AfterValidator(printable)] = (
+        "nrl-launch"
+    )
+    nodes: Int = Field(default=1, ge=1)
     time: Annotated[Line, BeforeValidator(check_time)] = "01:00:00"
     account: SlurmWord | None = None
     partition: SlurmWord | None = None
@@ -120,9 +123,9 @@ class SlurmSpec(_Spec):
     # file: in a file only you can read (the state dir), which the job reads and Slurm never
     # sees; it needs the state dir on storage the job's first node sees.
     secrets_via: Literal["env", "file"] = "env"
-    gpus_per_node: int = Field(default=8, ge=0)
+    gpus_per_node: Int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
-    cpus_per_node: int | None = Field(default=None, ge=1)
+    cpus_per_node: Int | None = Field(default=None, ge=1)
     # Raw sbatch arguments, after nrl-launch's own: never one that overrides what it sets.
     extra_args: tuple[Line, ...] = ()
 
@@ -221,9 +224,9 @@ class RayPorts(_Spec):
 class RayTimeouts(_Spec):
     """Bounds, in seconds, on each wait of the bring-up: nothing waits forever."""
 
-    head_start_s: int = Field(default=300, ge=1)
-    join_s: int = Field(default=600, ge=1)
-    driver_s: int | None = Field(default=None, ge=1)
+    head_start_s: Int = Field(default=300, ge=1)
+    join_s: Int = Field(default=600, ge=1)
+    driver_s: Int | None = Field(default=None, ge=1)
 
 
 def _yaml_switch(value: Any) -> Any:
@@ -246,7 +249,7 @@ class RaySpec(_Spec):
     external_debugger: bool = False
     # ray.sub's RAY_LOG_SYNC_FREQUENCY: every N seconds each node copies its Ray session logs
     # (and nsight profiles) into <log dir>/ray/<node>/, and once more at the job's end.
-    log_sync_s: int | None = Field(default=None, ge=1)
+    log_sync_s: Int | None = Field(default=None, ge=1)
     # ray.sub's DEDICATED_RAY_HEAD=1: one more node than slurm.nodes (the GPU nodes) runs the Ray
     # head and the driver, offering Ray no GPUs (they stay idle), so no GPU actor lands there.
     dedicated_head: bool = False
@@ -276,8 +279,8 @@ class LeptonSpec(_Spec):
     # A secret of the job (secrets:) by the name of the Lepton secret that holds it; a required
     # one not named here is the Lepton secret of the same name.
     secret_refs: dict[EnvName, NonEmpty] = {}
-    shared_memory_mib: int | None = Field(default=None, ge=1)
-    max_failure_retry: int = Field(default=0, ge=0)
+    shared_memory_mib: Int | None = Field(default=None, ge=1)
+    max_failure_retry: Int = Field(default=0, ge=0)
 
 
 class LogsSpec(_Spec):
@@ -379,7 +382,7 @@ class NemoRLSpec(_Spec):
     launcher: tuple[NonEmpty, ...] = ("uv", "run")
     check: bool = True
     # With checkpointing on, the driver must save this long before the time limit.
-    checkpoint_margin_min: int = Field(default=15, ge=1)
+    checkpoint_margin_min: Int = Field(default=15, ge=1)
 
     @field_validator("drivers", mode="before")
     @classmethod
@@ -448,6 +451,9 @@ class LaunchSpec(_Spec):
         # A list of anything but names is left for validation to refuse (not hashed here).
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             value = dict.fromkeys(value, "required")
+        if isinstance(value, dict):
+            # YAML reads a bare `off` as false: the word meant, as ray.auth takes it.
+            value = {name: "off" if need is False else need for name, need in value.items()}
         return {**DEFAULT_SECRETS, **value} if isinstance(value, dict) else value
 
     @property

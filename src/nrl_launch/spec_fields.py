@@ -10,11 +10,12 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 __all__ = [
     "MOUNT_FLAGS",
     "EnvName",
+    "Int",
     "Line",
     "NonEmpty",
     "Port",
@@ -75,10 +76,22 @@ def as_text(value: Any) -> Any:
     return value
 
 
+def _not_bool(value: Any) -> Any:
+    """YAML reads yes/no/on/off/true/false as booleans, and Python takes a boolean for 1 or 0:
+    `nodes: yes` would be one node."""
+    if isinstance(value, bool):
+        raise ValueError(
+            "must be a number, not a yes/no/on/off/true/false, which YAML reads as a boolean"
+        )
+    return value
+
+
+# A whole number that is not a boolean in disguise.
+Int = Annotated[int, BeforeValidator(_not_bool)]
 Text = Annotated[str, AfterValidator(_no_nul)]
 Line = Annotated[str, AfterValidator(_single_line)]
 NonEmpty = Annotated[str, AfterValidator(_nonempty)]
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[Int, Field(ge=1, le=65535)]
 # A value written on an #SBATCH line of the job script (backends.slurm.sbatch_word): sbatch cuts
 # the script into lines before it reads any quote, and a raw carriage return reads as a DOS line
 # end (to shellcheck, SC1017).
@@ -96,7 +109,7 @@ def _one_word(value: str) -> str:
 
 # A Slurm name or list of them (account, partition, QOS, reservation, a hostlist, a feature
 # expression, a dependency): sbatch refuses one with a space only once it is asked.
-SlurmWord = Annotated[SbatchValue, AfterValidator(_one_word)]
+SlurmWord = Annotated[SbatchValue, BeforeValidator(as_text), AfterValidator(_one_word)]
 
 
 # Names bash sets itself (or refuses to set), and prefixes owned by bash, Slurm and the job

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import EnvName, NonEmpty, Port, Text, as_text, refuse_credentials
+from nrl_launch.spec_fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
 from nrl_launch.storage import is_under
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class SandboxSpec(BaseModel):
     port: Port = DEFAULT_SANDBOX_PORT
     base_port: Port = DEFAULT_SANDBOX_BASE_PORT
     # How long each node's sandbox may take to answer on `port` once its command starts.
-    ready_timeout_s: int = Field(default=300, ge=1)
+    ready_timeout_s: Int = Field(default=300, ge=1)
     # Its command in PID and user namespaces of its own, where the image's unshare can (util-
     # linux 2.38 or later): it then cannot see or signal the job's other processes on the node.
     isolate_pids: bool = True

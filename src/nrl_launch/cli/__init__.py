@@ -144,7 +144,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except (typer.Abort, KeyboardInterrupt):
         code = _failed("interrupted", ExitCode.INTERRUPTED, json_as, debug)
     except typer.TyperException as exc:  # a usage error found by the parser
-        code = _failed(_one_line(exc), ExitCode.BAD_INPUT, json_as, debug)
+        hint = _driver_hint(exc, args)  # click's "Possible options" would mislead then
+        message = f"No such option: {getattr(exc, 'option_name', '')}{hint}" if hint else None
+        code = _failed(message or _one_line(exc), ExitCode.BAD_INPUT, json_as, debug)
     except Exception as exc:
         message = f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
         code = _failed(message, ExitCode.INTERNAL, json_as, debug)
@@ -172,6 +174,32 @@ def _command_of(args: list[str]) -> str:
     if words[:1] == ["config"]:
         return " ".join(words[:2])
     return words[0] if words else ""
+
+
+def _driver_hint(exc: typer.TyperException, args: list[str]) -> str:
+    """For an option nrl-launch does not have, met after the words of a driver (or command) that
+    were given without `--` before them (`render python train.py --lr 3`): where `--` goes.
+    (typer carries its own click: its exceptions and parameters are read by their attributes.)"""
+    from nrl_launch.shell import join
+
+    option, ctx = getattr(exc, "option_name", None), getattr(exc, "ctx", None)
+    params = ctx.command.params if option and ctx is not None else []
+    if not any(p.param_type_name == "argument" and p.nargs == -1 for p in params):
+        return ""
+    valued = {
+        name
+        for p in params
+        if p.param_type_name == "option" and not p.is_flag and not p.count
+        for name in p.opts
+    }
+    words = args[1:]  # after the command's name
+    i = 0
+    while i < len(words) and words[i] != option:
+        if not words[i].startswith("-"):
+            fixed = join([args[0], *words[:i], "--", *words[i:]])
+            return f"; options of the driver (or command) go after `--`: nrl-launch {fixed}"
+        i += 2 if words[i] in valued else 1
+    return ""
 
 
 def _one_line(exc: typer.TyperException) -> str:

@@ -176,6 +176,9 @@ def _as_text(prepared: Prepared, layout: Layout) -> str:
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
         )
     lines += ["", "Fits." if not prepared.problems else f"{len(prepared.problems)} problem(s):"]
+    # Under their header, on stdout too (`plan > plan.txt` keeps them); the error lines on stderr
+    # say them again, for the exit code's sake.
+    lines += [f"  {problem}" for problem in prepared.problems]
     return "\n".join(lines)
 
 

@@ -164,6 +164,7 @@ def load(path: Path, overrides: Sequence[str] = (), *, what: str = "--config") -
     _resolvers()
     files: list[Path] = []
     tree = _load_tree(path, what, files, ())
+    _not_a_job_file(tree, path, what)
     parsed = [parse_override(text) for text in overrides]
     OmegaConf.set_struct(tree, True)
     problems = []
@@ -174,6 +175,24 @@ def load(path: Path, overrides: Sequence[str] = (), *, what: str = "--config") -
     if problems:
         raise ConfigError(problems)
     return NemoConfig(path=path, files=tuple(files), overrides=tuple(parsed), tree=tree)
+
+
+# The sections of an nrl-launch job file that a NeMo RL config never has.
+_JOB_SPEC_SECTIONS = ("slurm", "ray", "container", "driver", "sandbox", "nemo_rl", "logs", "caches")
+_NEMO_RL_SECTIONS = ("policy", "cluster", "grpo", "sft", "dpo", "checkpointing", "loss_fn")
+
+
+def _not_a_job_file(tree: Any, path: Path, what: str) -> None:
+    """A job file given where the NeMo RL config goes: one line saying so."""
+    spec = [k for k in _JOB_SPEC_SECTIONS if k in tree]
+    if spec and not any(k in tree for k in _NEMO_RL_SECTIONS):
+        shown = ", ".join(f"{k}:" for k in spec[:3])
+        raise ConfigError(
+            [
+                f"{what} {path} looks like an nrl-launch job file ({shown}), not a NeMo RL "
+                f"config: give it with -f {path}"
+            ]
+        )
 
 
 def _load_tree(path: Path, what: str, files: list[Path], chain: tuple[Path, ...]) -> Any:
@@ -189,9 +208,16 @@ def _load_tree(path: Path, what: str, files: list[Path], chain: tuple[Path, ...]
     text = read_config_text(path, label)
     try:
         tree = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
-    except (YAMLError, OmegaConfBaseException) as exc:
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())[:200]
+        raise ConfigError([f"{label}: invalid YAML{where}: {problem}"]) from None
+    except OmegaConfBaseException as exc:
         first = " ".join(str(exc).split())[:200]
-        raise ConfigError([f"{label}: invalid YAML: {first}"]) from None
+        raise ConfigError([f"{label}: cannot be read as a config: {first}"]) from None
+    except RecursionError:
+        raise ConfigError([f"{label}: nested too deeply to be a config"]) from None
     if not isinstance(tree, DictConfig):
         raise ConfigError([f"{label}: must be a mapping of keys, got a list"])
     files.append(path)
@@ -289,6 +315,7 @@ def _has(tree: Any, key: str, omegaconf: Any) -> bool:
 def _apply(tree: Any, override: Override) -> str | None:
     """Apply one override in struct mode; the reason it cannot be applied, or None."""
     from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
 
     exists = _has(tree, override.key, OmegaConf)
     if override.op == "" and not exists:
@@ -305,6 +332,10 @@ def _apply(tree: Any, override: Override) -> str | None:
         with open_dict(parent):
             del parent[leaf]
         return None
-    with open_dict(tree):
-        OmegaConf.update(tree, override.key, override.value, merge=True, force_add=True)
+    try:
+        with open_dict(tree):
+            OmegaConf.update(tree, override.key, override.value, merge=True, force_add=True)
+    except OmegaConfBaseException as exc:
+        # A malformed ${...}: NeMo RL's driver would stop on it at once.
+        return f"its value cannot be read: {str(exc).splitlines()[0]}"
     return None
