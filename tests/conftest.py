@@ -161,11 +161,24 @@ def readme_block(marker: str) -> list[str]:
 
 
 def readme_shell_env() -> dict[str, str]:
-    """The environment of a README reader's shell: this venv's tools (nrl-launch, uv) on PATH,
-    no venv active (uv would take an active one for the project's)."""
-    env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}"}
-    env.pop("VIRTUAL_ENV", None)
+    """The environment of a README reader's shell before the Install section's
+    `source .venv/bin/activate`: no venv active, none of its tools on PATH. Run the README's
+    commands after `READER`, which activates it, as the reader did."""
+    env = dict(os.environ)
+    venv = env.pop("VIRTUAL_ENV", None)
+    bins = {str(Path(sys.prefix) / "bin"), *([str(Path(venv) / "bin")] if venv else [])}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p not in bins)
     return env
+
+
+# The Install section's activation, for the venv these tests run in (the README's .venv in CI):
+# every README command runs in the shell a reader has after it.
+READER = f"source {Path(sys.prefix) / 'bin' / 'activate'}"
+
+
+def as_reader(commands: list[str]) -> list[str]:
+    """bash's argv for `commands` (README lines) run in a reader's shell: the venv activated."""
+    return ["bash", "-ec", "\n".join([READER, *commands])]
 
 
 @pytest.fixture(scope="session")
@@ -179,7 +192,7 @@ def tiny_rl() -> Path:
         line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line
     ]
     made = subprocess.run(
-        ["bash", "-c", make_env.split("#")[0]],
+        as_reader([make_env.split("#")[0]]),
         cwd=TINY_RL,
         env=readme_shell_env(),
         capture_output=True,

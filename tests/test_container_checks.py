@@ -13,7 +13,7 @@ from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
 
-REGISTRY = "nvcr.io/nvidia/nemo-rl:v0.4.0"
+REGISTRY = "nvcr.io/nvidia/nemo-rl:v0.6.0"
 CMD = ["--", "python", "-c", "pass"]
 
 
@@ -86,10 +86,10 @@ def test_a_registry_image_enroot_could_not_pull_is_refused_at_render(
     "image",
     [
         REGISTRY,
-        "docker://nvcr.io#nvidia/nemo-rl:v0.4.0",
+        "docker://nvcr.io#nvidia/nemo-rl:v0.6.0",
         "ubuntu",
         "./x.sqsh",
-        "$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.4.0",  # pyxis's USER@REGISTRY#IMAGE
+        "$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.6.0",  # pyxis's USER@REGISTRY#IMAGE
         "dockerd://MyLocalImage",  # a local daemon's own names
     ],
 )

@@ -23,6 +23,7 @@ from nrl_launch.errors import ConfigError
 from nrl_launch.jobs.launch import check_log_base
 from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
+from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli, shellcheck
 from tests.test_imports import imported, roots
@@ -245,7 +246,7 @@ def test_container_image_path_and_registry(tmp_path: Path) -> None:
     missing = doctor.container_checks(spec(container__image="./gone.sqsh"), tmp_path)
     assert missing == [Check("container.image", "fail", "./gone.sqsh: no such file")]
     pulled = doctor.container_checks(
-        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.4.0"), tmp_path
+        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.6.0"), tmp_path
     )
     assert pulled[0].status == "ok" and "pulled by pyxis at job start" in pulled[0].detail
     assert doctor.container_checks(spec(), tmp_path) == []  # no container: nothing to check
@@ -254,7 +255,7 @@ def test_container_image_path_and_registry(tmp_path: Path) -> None:
 def test_each_missing_mount_source_fails(tmp_path: Path) -> None:
     mounts = [f"{tmp_path}:/work", "/nonexistent/data:/data:ro", "/nonexistent/ckpt:/ckpt"]
     checks = doctor.container_checks(
-        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.4.0", container__mounts=mounts), tmp_path
+        spec(container__image="nvcr.io/nvidia/nemo-rl:v0.6.0", container__mounts=mounts), tmp_path
     )
     assert [c.status for c in checks] == ["ok", "ok", "fail", "fail"]
     assert (
@@ -280,7 +281,7 @@ def test_cache_dirs_inside_a_container_are_checked_where_they_are_mounted_from(
     """A cache under no mount is mounted by the job at its own path (container_mounts): it is
     checked there, as a host dir like any other."""
     job = spec(
-        container__image="nvcr.io/nvidia/nemo-rl:v0.4.0",
+        container__image="nvcr.io/nvidia/nemo-rl:v0.6.0",
         container__mounts=[f"{tmp_path}/shared:/shared"],
         caches__hf_home="/shared/hf",
         caches__uv="/root/.cache/uv",
@@ -628,7 +629,7 @@ def test_probe_request_is_the_job_s_own_request(tmp_path: Path) -> None:
     argv, text = node_probe.probe_request(job, dirs, tmp_path / "probe.sbatch")
     assert argv == [
         "sbatch", "--parsable", "--exclusive", "--export=ALL", "--gres=gpu:8", "--nodes=2",
-        "--ntasks-per-node=1", "--partition=debug", "--time=01:00:00", "--constraint=h100",
+        "--ntasks-per-node=1", "--partition=debug", "--constraint=h100",
         "--job-name=nrl-launch-doctor", "--output=/dev/null", str(tmp_path / "probe.sbatch"),
     ]  # fmt: skip
     script = tmp_path / "probe.sbatch"
@@ -776,7 +777,7 @@ def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isol
     out = result.out.splitlines()
     assert out[0] == "Settings"
     assert "  slurm.partition = batch  (from --partition)" in out
-    assert "  slurm.time = 01:00:00  (default)" in out
+    assert "  slurm.time = (not set)  (default)" in out
     checks = [line for line in out if line[:6] in ("ok    ", "warn  ", "FAIL  ")]
     assert [line.split(":")[0] for line in checks] == [
         "ok    slurm", "ok    slurm.partition", "ok    slurm.time", "ok    slurm.account",
@@ -787,8 +788,7 @@ def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isol
     test_only = next(c for c in slurm.calls() if "--test-only" in c)
     assert test_only == (
         "sbatch --test-only --exclusive --export=ALL --gres=gpu:8 --job-name=nrl-launch "
-        "--nodes=2 --ntasks-per-node=1 --output=./slurm-%j.out --partition=batch "
-        "--time=01:00:00 --wrap true"
+        "--nodes=2 --ntasks-per-node=1 --output=./slurm-%j.out --partition=batch --wrap true"
     )
     assert list(isolated.iterdir()) == []  # the probe file is gone; nothing was created
 
@@ -933,11 +933,11 @@ def test_files_a_setup_command_sources() -> None:
         "if true; then source 'my env.sh'; fi; echo source x; source $HOME/y\n"
         "cd sub && source rel.sh; . /abs.sh"
     )
-    assert doctor.files.sourced(setup) == [
+    assert sourced(setup) == [
         (".venv/bin/activate", False), ("/opt/env.sh", False), ("my env.sh", False),
         ("rel.sh", True), ("/abs.sh", True),
     ]  # fmt: skip
-    assert doctor.files.sourced("source 'open") == []  # bash refuses it too
+    assert sourced("source 'open") == []  # bash refuses it too
 
 
 CACHE_WARNING = (

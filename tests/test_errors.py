@@ -148,7 +148,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ),
     (
         "local-pyxis",
-        ["--backend", "local", "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0", *CMD],
+        ["--backend", "local", "--container", "nvcr.io/nvidia/nemo-rl:v0.6.0", *CMD],
         "container.runtime: the local backend runs without a container",
     ),
     (
@@ -359,7 +359,7 @@ def test_metavars_are_in_one_style(cli: Cli, command: str) -> None:
     for row in rows:
         words = row.split(", ")[-1].split(" ")
         name = words[1] if row.startswith("-") and len(words) > 1 else words[0]
-        if row.startswith("-") and len(words) == 1:
-            continue  # a switch
+        if row.startswith("-") and (len(words) == 1 or " / --no-" in row):
+            continue  # a switch, or a pair of them (--exclusive / --no-exclusive)
         assert _METAVAR.fullmatch(name), row
         assert "<" not in row, row

@@ -486,7 +486,7 @@ def _container_args(spec: LaunchSpec, mounts: list[str], attach: bool) -> list[s
     ]
 
 
-def _sbatch_argv(case: Case, spec: LaunchSpec) -> list[str]:
+def _sbatch_argv(case: Case, spec: LaunchSpec, ray: bool = True) -> list[str]:
     """What sbatch must receive, from the user's values (not from the code that renders it)."""
     s = case.data["slurm"]
     base = case.data.get("logs", {}).get("base_dir", ".")
@@ -494,7 +494,6 @@ def _sbatch_argv(case: Case, spec: LaunchSpec) -> list[str]:
         f"--job-name={s.get('job_name', 'nrl-launch')}",
         f"--nodes={s['nodes']}",
         "--ntasks-per-node=1",
-        f"--time={s['time']}",
         "--export=ALL",
         f"--output={base}/slurm-%j.out",
     ]
@@ -503,7 +502,10 @@ def _sbatch_argv(case: Case, spec: LaunchSpec) -> list[str]:
         flags.append("--requeue" if s["requeue"] else "--no-requeue")
     if "cpus_per_node" in s:
         flags.append(f"--cpus-per-task={s['cpus_per_node']}")
-    if s.get("exclusive", True):
+    if "time" in s:  # none: the partition's default time limit
+        flags.append(f"--time={s['time']}")
+    # Unset: whole nodes for a Ray job, and for a plain one with GPUs.
+    if s.get("exclusive", ray or spec.slurm.gpus_per_node > 0):
         flags.append("--exclusive")
     flags += _gpu_flag(spec)
     return ["sbatch", "--parsable", *sorted(flags), *s.get("extra_args", []), "nrl-launch.sbatch"]
@@ -556,7 +558,7 @@ def probe_for(case: Case, spec: LaunchSpec, request: Request, kind: str) -> Prob
     if kind == "local":
         p.expected.append(("run command", ["nrl-launch.sh", "JOBID"]))
     else:
-        p.expected.append(("submit command", _sbatch_argv(case, spec)[1:]))
+        p.expected.append(("submit command", _sbatch_argv(case, spec, ray)[1:]))
     p.emit("spec json", '"$NRL_JOB_SPEC"', [spec.model_dump_json()])
     # The environment, last: it may change how bash behaves. In a function, as on a node
     # (node_main > enter_job_env > job_env), so that FUNCNEST and the like take effect. The

@@ -25,7 +25,7 @@ NEMO_CHECKOUT = Path(__file__).parent / "data" / "nemo_rl"
 SCENARIO_COMMANDS = {
     # The output in /tmp, which every machine has (its dir must exist), --force: it may exist.
     "container-pull": [
-        *("pull", "nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano", "--dry-run", "--force"),
+        *("pull", "nvcr.io/nvidia/nemo-rl:v0.6.0.nemotron_3_nano", "--dry-run", "--force"),
         *("-o", "/tmp/nemo-rl.v0.4.0.nemotron_3_nano.sqsh"),
     ],
     "data-prep": ["run", "--dry-run"],
@@ -53,14 +53,14 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "run-2node-container": [
         "run",
-        *("--nodes", "2", "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0"),
+        *("--nodes", "2", "--container", "nvcr.io/nvidia/nemo-rl:v0.6.0"),
         *("--mount", f"{_ALICE}:{_ALICE}", "--log-dir", f"{_ALICE}/nrl-logs"),
         *("--", "nvidia-smi", "-L"),
     ],
     "pull-nemo-rl": [
         "pull",
-        "nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano",
-        *("-o", "/tmp/nemo-rl+v0.4.0.nemotron_3_nano.sqsh", "--force"),
+        "nvcr.io/nvidia/nemo-rl:v0.6.0.nemotron_3_nano",
+        *("-o", "/tmp/nemo-rl+v0.6.0.nemotron_3_nano.sqsh", "--force"),
         *("--account", "my_account", "--partition", "batch"),
         *("--set", f"caches.enroot={_ALICE}/.cache/enroot", "--log-dir", f"{_ALICE}/nrl-logs"),
     ],
@@ -260,7 +260,7 @@ def test_attach_without_a_container_workdir_runs_on_a_login_node(cli: Cli, tmp_p
     """No container.workdir: the workdir is the submit dir, which attach knows from its script
     (no SLURM_SUBMIT_DIR on a login node)."""
     script = tmp_path / "job.sbatch"
-    image = "nvcr.io/nvidia/nemo-rl:v0.5.0"
+    image = "nvcr.io/nvidia/nemo-rl:v0.6.0"
     assert cli("render", "--interactive", "--container", image, "-o", str(script)).code == 0
     args = container_args(script, "ray-head", "attach")
     assert args["--container-workdir"] == "/submit" and "--container-image" not in args

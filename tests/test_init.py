@@ -104,7 +104,7 @@ def run_init(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
 
 SITE = [
     "--account", "rl_team", "--partition", "batch", "--gpus-per-node", "4",
-    "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0", "--mount", "/lustre:/lustre",
+    "--container", "nvcr.io/nvidia/nemo-rl:v0.6.0", "--mount", "/lustre:/lustre",
     "--log-dir", "/lustre/alice/logs",
 ]  # fmt: skip
 
@@ -118,7 +118,7 @@ def test_init_asks_nothing_off_a_terminal_and_render_reads_the_profile(
     assert result.out.startswith(f"Wrote profile {profile}:\n")
     assert yaml.safe_load(profile.read_text()) == {
         "slurm": {"account": "rl_team", "partition": "batch", "gpus_per_node": 4},
-        "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0", "mounts": ["/lustre:/lustre"]},
+        "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.6.0", "mounts": ["/lustre:/lustre"]},
         "logs": {"base_dir": "/lustre/alice/logs"},
     }
     assert "Slurm did not answer" in result.err
@@ -129,7 +129,7 @@ def test_init_asks_nothing_off_a_terminal_and_render_reads_the_profile(
     for line in ["--account=rl_team", "--partition=batch", "--gres=gpu:4"]:
         assert f"#SBATCH {line}" in lines
     assert "--output=/lustre/alice/logs/slurm-%j.out" in rendered.out
-    assert "--container-image=nvcr.io/nvidia/nemo-rl:v0.4.0" in rendered.out
+    assert "--container-image=nvcr.io/nvidia/nemo-rl:v0.6.0" in rendered.out
 
 
 def test_init_json_says_what_it_wrote_and_where(run_init: Cli, isolated: Path) -> None:
@@ -210,7 +210,7 @@ def test_init_asks_what_no_flag_gave_and_asks_a_bad_answer_again(
         "gpu",  # partition: not the cluster's, asked again
         "debug",  # another than the default: its nodes' GPUs are read
         "",  # GPUs per node: Enter keeps what Slurm said of debug's nodes (4)
-        "nvcr.io/nvidia/nemo-rl:v0.4.0",
+        "nvcr.io/nvidia/nemo-rl:v0.6.0",
         "data:/data",  # a relative mount source: asked again
         "/lustre:/lustre /scratch:/scratch",
         "/lustre/alice/logs",
@@ -227,7 +227,7 @@ def test_init_asks_what_no_flag_gave_and_asks_a_bad_answer_again(
             "gpu_request": "gres",
         },
         "container": {
-            "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
+            "image": "nvcr.io/nvidia/nemo-rl:v0.6.0",
             "mounts": ["/lustre:/lustre", "/scratch:/scratch"],
         },
         "logs": {"base_dir": "/lustre/alice/logs"},

@@ -124,7 +124,7 @@ def test_dedicated_ray_head_is_ray_dedicated_head(
 
 def test_cli_flags_over_ray_sub_env(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUS_PER_NODE", "4")
-    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.4.0")
+    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.6.0")
     shown = show(cli, "--gpus-per-node", "2", "--container", "/images/rl.sqsh")
     assert shown["spec"]["slurm"]["gpus_per_node"] == 2
     assert shown["spec"]["container"]["image"] == "/images/rl.sqsh"
@@ -139,7 +139,7 @@ def test_set_over_cli_flags(cli: Cli) -> None:
 
 
 def test_ray_sub_habits_keep_working(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.4.0")
+    monkeypatch.setenv("CONTAINER", "nvcr.io/nvidia/nemo-rl:v0.6.0")
     monkeypatch.setenv("MOUNTS", "/lustre/a:/lustre/a,/data:/data:ro")
     monkeypatch.setenv("COMMAND", "uv run examples/run_sft.py")
     monkeypatch.setenv("BASE_LOG_DIR", "/lustre/a/logs")

@@ -44,7 +44,7 @@ CREATED_ID = "grpo-2node-x7k2q"  # the id Lepton gives the created job (its name
 JOB = {
     "backend": "lepton",
     "slurm": {"job_name": "grpo-2node", "nodes": 2, "gpus_per_node": 8},
-    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0"},
+    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.6.0"},
     "driver": {"command": ["uv", "run", "examples/run_grpo.py"], "workdir": "/opt/nemo-rl"},
     "logs": {"base_dir": "/mnt/shared/nrl-logs"},
     "env": {"WANDB_PROJECT": "grpo", "NCCL_IGNORE_CPU_AFFINITY": "0"},
@@ -302,7 +302,7 @@ def test_plan_builds_the_job_with_the_sdk() -> None:
     assert spec["intra_job_communication"] is True
     assert spec["resource_shape"] == "gpu.8xh100-80gb"
     assert spec["affinity"] == {"allowed_dedicated_node_groups": ["h100-pool"]}  # by name
-    assert spec["container"]["image"] == "nvcr.io/nvidia/nemo-rl:v0.4.0"
+    assert spec["container"]["image"] == "nvcr.io/nvidia/nemo-rl:v0.6.0"
     command = spec["container"]["command"]
     assert command[:2] == ["/bin/bash", "-c"]
     assert command[2] == lepton_backend().run_command(script)

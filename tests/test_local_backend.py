@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Cli, ray_processes, readme_block, readme_shell_env, wait_until
+from tests.conftest import (
+    REPO,
+    Cli,
+    as_reader,
+    ray_processes,
+    readme_block,
+    readme_shell_env,
+    wait_until,
+)
 from tests.test_jobs import make_record
 
 
@@ -64,7 +72,7 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     that places its work on both GPUs, learns, and checkpoints."""
     commands = readme_block("examples/configs/grpo_tiny.yaml")
     run = subprocess.run(
-        ["bash", "-ec", "\n".join(commands)],
+        as_reader(commands),
         cwd=REPO,
         env=readme_shell_env(),
         capture_output=True,

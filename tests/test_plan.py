@@ -492,11 +492,11 @@ def test_the_readme_plan_example_runs_as_written() -> None:
     """The README's `plan --config` block, from the repository root, as a reader pastes it."""
     import subprocess
 
-    from tests.conftest import REPO, readme_block, readme_shell_env
+    from tests.conftest import REPO, as_reader, readme_block, readme_shell_env
 
     commands = readme_block("grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml")
     done = subprocess.run(
-        ["bash", "-ec", "\n".join(commands)],
+        as_reader(commands),
         cwd=REPO,
         env=readme_shell_env(),
         capture_output=True,

@@ -174,8 +174,8 @@ def test_an_older_pyxis_relaying_enroot_s_error_unindented() -> None:
     "text",
     [
         "",
-        "pyxis: importing docker image: nvcr.io/nvidia/nemo-rl:v0.4.0\n"
-        "pyxis: imported docker image: nvcr.io/nvidia/nemo-rl:v0.4.0\n",
+        "pyxis: importing docker image: nvcr.io/nvidia/nemo-rl:v0.6.0\n"
+        "pyxis: imported docker image: nvcr.io/nvidia/nemo-rl:v0.6.0\n",
         "slurmstepd: error: pyxis: received SIGTERM, forwarding to child 123\n"
         "slurmstepd: error: *** STEP 7.0 ON node0 CANCELLED AT 2025-01-01T00:00:00 ***\n",
         "slurmstepd: error: pyxis: ignoring --container-mounts because neither "

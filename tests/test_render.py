@@ -74,7 +74,7 @@ def test_a_container_job_drops_the_login_shell_s_uv_cache_as_ray_sub_does(
     cli: Cli, tmp_path: Path, caches: list[str]
 ) -> None:
     out = tmp_path / "job.sbatch"
-    args = ["render", "--container", "nvcr.io/nvidia/nemo-rl:v0.5.0", "-o", str(out), *caches]
+    args = ["render", "--container", "nvcr.io/nvidia/nemo-rl:v0.6.0", "-o", str(out), *caches]
     assert cli(*args, "--", "python", "train.py").code == 0
     # UV_CACHE_DIR from the shell sbatch exports is a login-node path; caches.uv sets the job's.
     script = (

@@ -215,14 +215,24 @@ def test_the_script_carries_its_argv_as_sbatch_lines(kind: str) -> None:
         "#SBATCH --mail-type=END,FAIL",
         '#SBATCH -C "a100|h100"',
     ]
-    # In the header: after the shebang, the version and the submit command, before any command.
+    # In the header: after the shebang, the version, the submit command and the defaults
+    # nrl-launch chose, before any command.
     header = request.script.split("\n")
-    assert header[3 : 3 + len(lines)] == lines
-    assert all(line.startswith("#") for line in header[: 3 + len(lines) + 3])
+    first = header.index(lines[0])
+    assert header[3] == "# Not given, so nrl-launch's defaults:"
+    assert header[first : first + len(lines)] == lines
+    assert all(line.startswith("#") for line in header[: first + len(lines) + 3])
 
 
 def test_the_default_job_s_lines() -> None:
-    lines = directives(slurm.plan(spec()).script)
+    """No --time (the partition's default time limit), whole nodes for a Ray job: both said."""
+    script = slurm.plan(spec()).script
+    assert (
+        "#   slurm.exclusive: not set, so whole nodes (--exclusive), as a Ray job takes every "
+        "CPU and GPU of its nodes\n"
+        "#   slurm.time: not set, so no --time: the partition's default time limit\n"
+    ) in script
+    lines = directives(script)
     assert lines == [
         "#SBATCH --exclusive",
         "#SBATCH --export=ALL",
@@ -231,7 +241,6 @@ def test_the_default_job_s_lines() -> None:
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks-per-node=1",
         "#SBATCH --output=./slurm-%j.out",
-        "#SBATCH --time=01:00:00",
     ]
 
 

@@ -22,8 +22,8 @@ from tests.test_golden import PYXIS_FLAGS, container_args
 from tests.test_imports import imported, roots
 from tests.test_quoting import HOSTILE, bash_values
 
-IMAGE = "nvcr.io/nvidia/nemo-rl:v0.4.0"
-URI = "docker://nvcr.io#nvidia/nemo-rl:v0.4.0"
+IMAGE = "nvcr.io/nvidia/nemo-rl:v0.6.0"
+URI = "docker://nvcr.io#nvidia/nemo-rl:v0.6.0"
 
 
 def submitted_script(tmp_path: Path, job_id: str) -> str:
@@ -41,21 +41,21 @@ def driver_argv(script: str) -> list[str]:
 @pytest.mark.parametrize(
     ("reference", "uri", "file_name"),
     [
-        (IMAGE, URI, "nemo-rl+v0.4.0.sqsh"),
-        (URI, URI, "nemo-rl+v0.4.0.sqsh"),
+        (IMAGE, URI, "nemo-rl+v0.6.0.sqsh"),
+        (URI, URI, "nemo-rl+v0.6.0.sqsh"),
         (
-            "docker://nvcr.io/nvidia/nemo-rl:v0.4.0.nemotron_3_nano",
-            "docker://nvcr.io#nvidia/nemo-rl:v0.4.0.nemotron_3_nano",
-            "nemo-rl+v0.4.0.nemotron_3_nano.sqsh",
+            "docker://nvcr.io/nvidia/nemo-rl:v0.6.0.nemotron_3_nano",
+            "docker://nvcr.io#nvidia/nemo-rl:v0.6.0.nemotron_3_nano",
+            "nemo-rl+v0.6.0.nemotron_3_nano.sqsh",
         ),
         ("ubuntu:22.04", "docker://ubuntu:22.04", "ubuntu+22.04.sqsh"),
         ("nvidia/cuda:12.4.1-devel", "docker://nvidia/cuda:12.4.1-devel", "cuda+12.4.1-devel.sqsh"),
         ("localhost:5000/team/img:1", "docker://localhost:5000#team/img:1", "img+1.sqsh"),
         ("ghcr.io/a/b", "docker://ghcr.io#a/b", "b.sqsh"),
         (
-            "docker://$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.4.0",
-            "docker://$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.4.0",
-            "nemo-rl+v0.4.0.sqsh",
+            "docker://$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.6.0",
+            "docker://$oauthtoken@nvcr.io#nvidia/nemo-rl:v0.6.0",
+            "nemo-rl+v0.6.0.sqsh",
         ),
         (
             "nvcr.io/nvidia/x@sha256:" + "ab" * 32,
@@ -107,7 +107,7 @@ def test_pull_submits_one_import_task_whatever_the_profile_says(
     result = cli("pull", IMAGE, "--profile", str(profile), "--json")
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    target = str(isolated / "nemo-rl+v0.4.0.sqsh")
+    target = str(isolated / "nemo-rl+v0.6.0.sqsh")
     assert (data["job_id"], data["image"], data["output"]) == ("77", URI, target)
     (call,) = slurm.calls()
     flags = call.split()
@@ -150,7 +150,7 @@ def test_pull_makes_a_relative_output_absolute(cli: Cli, slurm: FakeSlurm, isola
     [
         (
             [IMAGE],
-            "-o: nemo-rl+v0.4.0.sqsh (the default for IMAGE): {work}/nemo-rl+v0.4.0.sqsh "
+            "-o: nemo-rl+v0.6.0.sqsh (the default for IMAGE): {work}/nemo-rl+v0.6.0.sqsh "
             "already exists; pass --force to replace it",
         ),
         ([IMAGE, "-o", "existing.sqsh"], "-o existing.sqsh: {work}/existing.sqsh already exists"),
@@ -174,7 +174,7 @@ def test_pull_makes_a_relative_output_absolute(cli: Cli, slurm: FakeSlurm, isola
 def test_pull_refuses_bad_input_in_one_line_and_submits_nothing(
     cli: Cli, slurm: FakeSlurm, tmp_path: Path, isolated: Path, args: list[str], expected: str
 ) -> None:
-    (isolated / "nemo-rl+v0.4.0.sqsh").write_text("image")
+    (isolated / "nemo-rl+v0.6.0.sqsh").write_text("image")
     (isolated / "existing.sqsh").write_text("image")
     (isolated / "adir").mkdir()
     before = sorted(isolated.rglob("*"))

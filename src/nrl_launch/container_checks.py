@@ -22,12 +22,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nrl_launch import shell
 from nrl_launch.errors import ConfigError
+from nrl_launch.image_ray import ImageRay, image_ray
 from nrl_launch.nemorl.job import driver_workdir
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
 
-__all__ = ["Finding", "check", "findings", "site_mounts"]
+__all__ = ["Finding", "check", "findings", "image_ray_findings", "site_mounts"]
 
 # What a step's container holds of the host whatever the job says: enroot's own system mounts
 # (its mounts.d/10-system.fstab binds /proc, /sys and /dev, /dev/shm with it).
@@ -143,7 +145,7 @@ def findings(
     if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
         sandbox = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
     if container.runtime != "pyxis":
-        return sandbox
+        return sandbox + (_on_this_machine(spec, submit_dir) if on_host else [])
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
     found = _image("container.image", container.image or "", submit_dir, home, on_host)
     found += _mounts(spec, on_host)
@@ -160,23 +162,80 @@ def check(
     on_host: bool,
     environ: Mapping[str, str] | None = None,
     keys: Collection[str] | None = None,
+    ray: bool = True,
 ) -> None:
     """Print the container warnings of `spec` (submitted from this directory), or raise
     ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
     errors warnings. When the job is refused, only the errors are said: they come first.
-    With `keys`, only the findings of those keys (a profile has no submit dir of its own)."""
+    With `keys`, only the findings of those keys (a profile has no submit dir of its own).
+    Without `ray` (run, pull: no Ray), the image's Ray is not asked about."""
     from nrl_launch import backends, output
 
-    if not backends.get(spec.backend).slurm_cluster:
-        return  # these are pyxis's rules; elsewhere the job's image is the whole container
+    backend = backends.get(spec.backend)
     environ = os.environ if environ is None else environ
-    found = findings(spec, str(Path.cwd()), environ, on_host=on_host)
+    found = image_ray_findings(spec, on_host=on_host) if ray else []
+    # pyxis's rules, where it runs; elsewhere the job's image is the whole container.
+    if backend.slurm_cluster or (backend.shares_files and on_host):
+        found += findings(spec, str(Path.cwd()), environ, on_host=on_host)
     found = [f for f in found if keys is None or f.key in keys]
     errors = [f.message for f in found if f.error]
     if errors and spec.nemo_rl.check:
         raise ConfigError(errors)
     for finding in found:
         output.warn(finding.message)
+
+
+def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
+    """A Ray job with token authentication (ray.auth token) in an image whose Ray has none
+    (before 2.52): refused now, not after the queue wait, in one line with the choice. A Ray
+    that cannot be known here is said at submit (`on_host`), where the head will check it."""
+    image = spec.container.image
+    if spec.container.runtime != "pyxis" or not image or spec.ray.auth != "token":
+        return []
+    listing = None
+    if on_host and image.startswith(("/", ".")) and _exists(image):
+        listing = _listing(image)
+    if image.startswith(("/", ".")) and listing is None:
+        if not on_host:
+            return []
+        found = ImageRay(None, "no unsquashfs here (Debian's squashfs-tools) to list it")
+    else:
+        found = image_ray(image, listing)
+    key = "container.image"
+    if found.has_auth is False:
+        return [
+            Finding(
+                key,
+                f"{key} {image}: its Ray is {found.version} ({found.how}), which has no token "
+                "authentication (Ray 2.52 or later has; ray.auth is token): use an image with "
+                "a newer Ray (NeMo RL v0.6.0 or later), or set ray.auth: off (--set "
+                "ray.auth=off; then anyone who can reach the job's Ray ports can run code as "
+                "you)",
+                error=True,
+            )
+        ]
+    if found.has_auth is None and on_host:
+        return [
+            Finding(
+                key,
+                f"{key} {image}: which Ray it holds cannot be known here ({found.how}); the job "
+                "checks it on the head when it starts (token authentication needs Ray 2.52)",
+            )
+        ]
+    return []
+
+
+def _listing(image: str) -> str | None:
+    """The file listing of the squashfs file `image` (`unsquashfs -l`, which reads only its
+    directory table), or None when it cannot be listed here."""
+    from nrl_launch import runner
+    from nrl_launch.errors import SchedulerError
+
+    try:
+        done = runner.run(["unsquashfs", "-l", "-no-progress", image], check=False, timeout=120)
+    except SchedulerError:  # not installed, or it took too long
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
@@ -403,6 +462,43 @@ def _missing(spec: LaunchSpec, arg: str, base: str, host: str) -> Finding:
         f"container.mounts){tail}: fix the path, the mounts or the working dir",
         error=not maybe,
     )
+
+
+def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
+    """A job without a container runs in this machine's files, as its nodes share them: the
+    files its setup command sources, and its recipe's script, must be there before it queues
+    (a venv the README's step makes, a checkout submitted from another dir). Not after a `cd`
+    in setup, nor where setup may make the script (a warning then)."""
+    base = posixpath.normpath(posixpath.join(submit_dir, driver_workdir(spec) or "."))
+    found = []
+    for word, moved in shell.sourced(spec.setup or ""):
+        path = posixpath.join(base, word)
+        if not moved and not _exists(path):
+            found.append(
+                Finding(
+                    "setup",
+                    f"setup: sources {word}, which is not there (no {path}; the job runs in "
+                    "this machine's files, as its nodes share them): make it first, or fix setup",
+                    error=True,
+                )
+            )
+    if found:
+        return found  # the driver's script may be what it would make
+    # A recipe's script is nrl-launch's own path into the NeMo RL checkout: missing, the job is
+    # submitted from the wrong dir (unless its setup makes it).
+    recipe = spec.nemo_rl.recipe
+    script = spec.nemo_rl.drivers.get(recipe) if recipe else None
+    path = posixpath.join(base, script) if script else None
+    if script and path and not _exists(path):
+        found.append(
+            Finding(
+                "driver command",
+                f"driver command: {script} (recipe {recipe}'s driver) is not there (no {path}): "
+                "submit from the NeMo RL checkout that holds it, or set driver.workdir",
+                error=spec.setup is None,
+            )
+        )
+    return found
 
 
 def _home(home: str) -> list[Finding]:

@@ -3,8 +3,8 @@
 enroot's form is `docker://[USER@][REGISTRY#]IMAGE[:TAG]` (enroot's doc/cmd/import.md): the
 registry is separated by `#`, not `/`. Only recent enroot versions also read Docker's own
 `REGISTRY/IMAGE`; older ones take `nvcr.io/nvidia/x` for an image on Docker Hub. So every
-reference is written in enroot's form: `nvcr.io/nvidia/nemo-rl:v0.4.0` becomes
-`docker://nvcr.io#nvidia/nemo-rl:v0.4.0`.
+reference is written in enroot's form: `nvcr.io/nvidia/nemo-rl:v0.6.0` becomes
+`docker://nvcr.io#nvidia/nemo-rl:v0.6.0`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 __all__ = ["EXAMPLE", "Image", "parse"]
 
-EXAMPLE = "nvcr.io/nvidia/nemo-rl:v0.4.0 or docker://nvcr.io#nvidia/nemo-rl:v0.4.0"
+EXAMPLE = "nvcr.io/nvidia/nemo-rl:v0.6.0 or docker://nvcr.io#nvidia/nemo-rl:v0.6.0"
 
 # Docker's reference grammar (distribution/reference): lowercase path components, a tag of up
 # to 128 word characters, dots and dashes, a sha256 digest.
@@ -49,7 +49,7 @@ class Image:
 
     @property
     def file_name(self) -> str:
-        """The .sqsh file name a pull writes by default: nemo-rl+v0.4.0.sqsh (enroot's own
+        """The .sqsh file name a pull writes by default: nemo-rl+v0.6.0.sqsh (enroot's own
         default joins the whole path with '+'; the last component is enough to recognise)."""
         name = self.path.rsplit("/", 1)[-1]
         if self.tag:

@@ -548,6 +548,8 @@ def training_warnings(resolved: Resolved) -> list[str]:
     spec = resolved.spec
     if spec.interactive or (spec.driver.command is None and spec.nemo_rl.recipe is None):
         return []
+    if spec.slurm.time is None:
+        return []
     time = spec.slurm.time.strip()
     match = _MINUTES_SECONDS.fullmatch(time)
     if not match or int(match[1]) >= 10:

@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-__all__ = ["ShellWord", "join", "quote"]
+__all__ = ["ShellWord", "join", "quote", "sourced"]
 
 # Control characters (C0 and DEL) cannot sit raw in a rendered script: a newline would let a
 # value end a heredoc or a comment line early. Such values use bash's $'...' form instead.
@@ -96,3 +96,40 @@ def quote(value: str | int | ShellWord, *, script: bool = False) -> ShellWord:
 def join(words: Iterable[str | int]) -> ShellWord:
     """Quote each word and join them with spaces: one command line for bash."""
     return ShellWord(" ".join(quote(w) for w in words))
+
+
+# Words that may come before a command without being it (`then source x`, `{ . x; }`).
+_LEAD_WORDS = {"then", "do", "else", "{", "!"}
+
+
+def sourced(setup: str) -> list[tuple[str, bool]]:
+    """The files a setup command sources (`source X`, `. X`), in order, each with whether a
+    `cd` (or pushd) came before it: a relative X then resolves somewhere else. Words with
+    `$` or a backquote are left out (their value is the job's); a setup with an open quote,
+    which bash refuses, gives none."""
+    lexer = shlex.shlex(setup, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an open quote: bash refuses it too
+        return []
+    found: list[tuple[str, bool]] = []
+    moved = False
+    command: list[str] = []
+    for token in [*tokens, ";"]:
+        if token and all(c in lexer.punctuation_chars for c in token):
+            while command and command[0] in _LEAD_WORDS:
+                command.pop(0)
+            if command[:1] in (["cd"], ["pushd"]):
+                moved = True
+            elif (
+                len(command) > 1
+                and command[0] in ("source", ".")
+                and not any(c in command[1] for c in "$`")
+            ):
+                found.append((command[1], moved))
+            command = []
+        else:
+            command.append(token)
+    return found

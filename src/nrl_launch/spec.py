@@ -108,12 +108,15 @@ class SlurmSpec(_Spec):
         "nrl-launch"
     )
     nodes: Int = Field(default=1, ge=1)
-    time: Annotated[Line, BeforeValidator(check_time)] = "01:00:00"
+    # None: no --time, the partition's default time limit (as sbatch alone does).
+    time: Annotated[Line, BeforeValidator(check_time)] | None = None
     account: SlurmWord | None = None
     partition: SlurmWord | None = None
     qos: SlurmWord | None = None
     reservation: SlurmWord | None = None
-    exclusive: bool = True
+    # None: whole nodes (--exclusive) for a Ray job, whose Ray takes every CPU and GPU of its
+    # nodes, and for a plain job with GPUs; a plain CPU job (run --gpus-per-node 0) shares.
+    exclusive: bool | None = None
     exclude: SlurmWord | None = None
     constraint: SlurmWord | None = None
     dependency: SlurmWord | None = None
@@ -126,6 +129,12 @@ class SlurmSpec(_Spec):
     gpus_per_node: Int = Field(default=8, ge=0)
     gpu_request: Literal["gres", "gpus-per-node", "none"] = "gres"
     cpus_per_node: Int | None = Field(default=None, ge=1)
+    # srun's MPI plugin for the job's steps (--mpi; ray.sub always passes pmix); None: the
+    # site's MpiDefault. Ray's own processes use none: their PMI variables are cleared.
+    mpi: SlurmWord | None = None
+    # sbatch --segment (Slurm 24.11, topology/block): the nodes come in segments of this many,
+    # as NeMo RL's cluster.segment_size must match; read from the config when it sets one.
+    segment: Int | None = Field(default=None, ge=1)
     # Raw sbatch arguments, after nrl-launch's own: never one that overrides what it sets.
     extra_args: tuple[Line, ...] = ()
 
@@ -324,7 +333,8 @@ class CachesSpec(_Spec):
 
     def env(self) -> dict[str, str]:
         """The variables the job exports, by name: HF_HOME and its two sub-caches, NeMo RL's
-        Megatron checkpoint conversions, and uv's cache (as ray.sub's UV_CACHE_DIR_OVERRIDE)."""
+        Megatron checkpoint conversions, and uv's cache when caches.uv says where (ray.sub's
+        UV_CACHE_DIR_OVERRIDE)."""
         base = self.dir.rstrip("/") if self.dir else None
         hf = self.hf_home or (f"{base}/huggingface" if base else None)
         found = {
@@ -334,7 +344,10 @@ class CachesSpec(_Spec):
             "TRANSFORMERS_CACHE": f"{hf.rstrip('/')}/hub" if hf else None,
             "HF_DATASETS_CACHE": f"{hf.rstrip('/')}/datasets" if hf else None,
             "NRL_MEGATRON_CHECKPOINT_DIR": self.megatron or (f"{base}/megatron" if base else None),
-            "UV_CACHE_DIR": self.uv or (f"{base}/uv" if base else None),
+            # Only when asked for, not under `dir`: NeMo RL's maintainers keep UV_CACHE_DIR unset
+            # in the container (its prebuilt envs; concurrent jobs corrupt a shared uv cache:
+            # NeMo RL PR #3379), as ray.sub does.
+            "UV_CACHE_DIR": self.uv,
             # Only when asked for: pyxis imports images with the job's environment too.
             "ENROOT_CACHE_PATH": self.enroot,
         }
@@ -464,6 +477,13 @@ class LaunchSpec(_Spec):
     def optional_secrets(self) -> list[str]:
         return sorted(n for n, need in self.secrets.items() if need == "optional")
 
+    def exclusive_nodes(self, *, ray: bool = True) -> bool:
+        """Whether the job takes whole nodes: slurm.exclusive, else whole nodes for a Ray job
+        and for a plain job (`ray` false) with GPUs."""
+        if self.slurm.exclusive is not None:
+            return self.slurm.exclusive
+        return ray or self.slurm.gpus_per_node > 0
+
     @property
     def allocated_nodes(self) -> int:
         """The nodes the job allocates: slurm.nodes (its GPU nodes), and its dedicated Ray head."""
@@ -591,7 +611,7 @@ def _check_lepton(spec: LaunchSpec) -> None:
     if image is None or image.startswith(("/", ".")) or image.endswith(".sqsh"):
         raise ValueError(
             f"container.image: backend lepton pulls a registry image (e.g. nvcr.io/nvidia/"
-            f"nemo-rl:v0.4.0), not {image!r}"
+            f"nemo-rl:v0.6.0), not {image!r}"
         )
     if spec.container.mounts:
         raise ValueError("container.mounts: on lepton, storage is mounted with lepton.mounts")

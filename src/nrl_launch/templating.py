@@ -34,7 +34,7 @@ import jinja2
 from nrl_launch import paths
 from nrl_launch.shell import ShellWord, join, quote
 
-__all__ = ["PRECOMPILED_PACKAGE", "SbatchDirective", "precompile", "render"]
+__all__ = ["PRECOMPILED_PACKAGE", "Comment", "SbatchDirective", "precompile", "render"]
 
 # Where the wheel carries the compiled templates (made at build time; absent in a checkout).
 PRECOMPILED_PACKAGE = "nrl_launch._templates_compiled"
@@ -47,8 +47,15 @@ class SbatchDirective(str):
     __slots__ = ()
 
 
+class Comment(str):
+    """A comment line's text, nrl-launch's own words and numbers (no user value: none could end
+    the line). Made only by backends.slurm.defaults_taken."""
+
+    __slots__ = ()
+
+
 def _only_quoted(value: Any) -> Any:
-    if isinstance(value, (ShellWord, SbatchDirective)):
+    if isinstance(value, (ShellWord, SbatchDirective, Comment)):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return value

@@ -13,8 +13,9 @@ nodes = {
     for node in ray.nodes()
     if node["Alive"]
 }
-# The driver runs inside the job: scontrol shows its running steps (head and workers).
-job = os.environ["SLURM_JOB_ID"]
+# The driver runs inside the job: scontrol shows its running steps (head and workers). Its id
+# from its log dir's name (<JOBID>-logs): the node step clears Slurm's variables, as ray.sub.
+job = os.path.basename(os.environ["NRL_LOG_DIR"]).split("-")[0]
 steps = subprocess.run(
     ["scontrol", "show", "step", "-o", job], capture_output=True, text=True, check=False
 ).stdout

@@ -132,7 +132,7 @@ def test_a_job_that_fits_passes_on_its_nodes(
         (
             [
                 "--container",
-                "nvcr.io/nvidia/nemo-rl:v0.4.0",
+                "nvcr.io/nvidia/nemo-rl:v0.6.0",
                 "--mount",
                 "/nonexistent/nrl-doctor:/data",
             ],

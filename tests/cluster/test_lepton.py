@@ -99,7 +99,7 @@ def render_job(
                 {
                     "backend": "lepton",
                     "slurm": {"job_name": name, "nodes": nodes, "gpus_per_node": GPUS},
-                    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0"},
+                    "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.6.0"},
                     "logs": {"base_dir": str(shared / "logs")},
                     "setup": f"source {ray_venv}/bin/activate",
                     "driver": {"workdir": str(shared)},

@@ -136,7 +136,7 @@ def test_pull_that_cannot_reach_the_registry_fails_with_one_line(
     writes no image."""
     log_dir = cluster_job[cluster_job.index("--log-dir") + 1]
     target = tmp_path / "nemo-rl.sqsh"
-    args = ["nvcr.io/nvidia/nemo-rl:v0.4.0", "-o", str(target), "--log-dir", log_dir]
+    args = ["nvcr.io/nvidia/nemo-rl:v0.6.0", "-o", str(target), "--log-dir", log_dir]
     result = cli("pull", "--wait", "-q", *args, "--time", "10")
     job_id = result.out.split()[0]
     status = job_status(cli, job_id)

@@ -74,8 +74,9 @@ class Checkpoints:
 class Deadline:
     """checkpointing.checkpoint_must_save_by: stop and save while a step and a save still fit.
 
-    Measured from the driver's start, as NeMo RL does; the margin is the slowest step and save
-    seen so far, times 1.5."""
+    Measured from the end of the driver's setup, as NeMo RL does (so a long setup can make the
+    save land after the job's time limit); the margin is the slowest step and save seen so far,
+    times 1.5."""
 
     def __init__(self, seconds: float | None) -> None:
         self.start = time.monotonic()

@@ -28,7 +28,7 @@ class Run:
         self.ckpt = Checkpoints(self.cfg.get("checkpointing") or {})
         must = self.ckpt.enabled and (self.cfg["checkpointing"].get("checkpoint_must_save_by"))
         key = "checkpointing.checkpoint_must_save_by"
-        self.deadline = Deadline(config_io.ddhhmmss_seconds(must, key) if must else None)
+        must_s = config_io.ddhhmmss_seconds(must, key) if must else None
         self.exp_dir = config_io.next_experiment_dir(self.cfg["logger"]["log_dir"])
         self.metrics = Metrics(self.exp_dir)
         say(f"{algo}: config {self.config_path}, logs {self.exp_dir}")
@@ -38,6 +38,15 @@ class Run:
         self.workers: Workers = launch(self.layout, self.model, self.seed, policy["optimizer"])
         self._report_placement()
         self.step = self._resume()
+        # NeMo RL's setup beyond this (loading weights, compiling, warming vLLM) takes 20-30
+        # minutes at scale; tiny_rl.setup_s stands for it.
+        setup_s = float((self.cfg.get("tiny_rl") or {}).get("setup_s", 0))
+        if setup_s > 0:
+            say(f"setup: {setup_s:g} s more (tiny_rl.setup_s), as NeMo RL's own setup")
+            time.sleep(setup_s)
+        # As NeMo RL's timer (nemo_rl/utils/timer.py, its issue #3596): the clock of
+        # checkpoint_must_save_by starts now, after the setup, not when the job started.
+        self.deadline = Deadline(must_s)
 
     def _supported(self) -> None:
         training = self.layout.training

@@ -29,6 +29,7 @@ __all__ = [
     "get",
     "plan",
     "state_phase",
+    "time_limited",
 ]
 
 
@@ -210,6 +211,16 @@ _BACKENDS: dict[str, Callable[[], Backend]] = {
     "local": _local,
     "lepton": _lepton,
 }
+
+
+# The backends whose jobs end at a time limit (slurm.time), before which NeMo RL must save: known
+# without loading their modules (plan and render must stay light).
+_TIME_LIMITED = frozenset(["slurm"])
+
+
+def time_limited(name: str) -> bool:
+    """Whether backend `name`'s jobs end at a time limit (slurm.time)."""
+    return name in _TIME_LIMITED
 
 
 def get(name: str) -> Backend:

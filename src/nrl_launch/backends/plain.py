@@ -11,6 +11,7 @@ from nrl_launch.backends import Request
 from nrl_launch.backends.slurm import (
     DEFAULT_SCRIPT_NAME,
     container_mounts,
+    defaults_taken,
     gpu_flag,
     sbatch_directives,
     sbatch_flags,
@@ -37,7 +38,8 @@ def plan(
         # No Ray, so no head to give a node of its own: the command runs on slurm.nodes nodes.
         ray = spec.ray.model_copy(update={"dedicated_head": False})
         spec = spec.model_copy(update={"ray": ray})
-    argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    flags = sbatch_flags(spec, ray=False)
+    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
     secrets = secrets_file(spec, script_path)
     script = render(
         TEMPLATE,
@@ -45,7 +47,8 @@ def plan(
         ray=False,
         version=__version__,
         submit_command=join(argv),
-        sbatch_directives=sbatch_directives(spec),
+        defaults=defaults_taken(spec, ray=False),
+        sbatch_directives=sbatch_directives(spec, ray=False),
         gpu_flag=gpu_flag(spec),
         # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
         mounts=",".join(container_mounts(spec)),

@@ -23,7 +23,7 @@ from nrl_launch.errors import (
 )
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
-from nrl_launch.templating import SbatchDirective, render
+from nrl_launch.templating import Comment, SbatchDirective, render
 
 __all__ = [
     "BACKEND",
@@ -31,6 +31,7 @@ __all__ = [
     "SACCT_FIELDS",
     "SQUEUE_FORMAT",
     "SlurmBackend",
+    "defaults_taken",
     "parse_sacct",
     "parse_scontrol_job",
     "parse_squeue",
@@ -57,15 +58,15 @@ def gpu_flag(spec: LaunchSpec) -> str | None:
     return f"--gres=gpu:{count}" if style == "gres" else f"--gpus-per-node={count}"
 
 
-def sbatch_flags(spec: LaunchSpec) -> list[str]:
-    """The scheduling flags, sorted so that the same spec always renders the same argv."""
+def sbatch_flags(spec: LaunchSpec, *, ray: bool = True) -> list[str]:
+    """The scheduling flags, sorted so that the same spec always renders the same argv; of a
+    Ray job, or (`ray` false) a plain one."""
     s = spec.slurm
     flags = [
         f"--job-name={s.job_name}",
         # slurm.nodes are the GPU nodes; a dedicated Ray head is one node more.
         f"--nodes={spec.allocated_nodes}",
         "--ntasks-per-node=1",
-        f"--time={s.time}",
         # Secrets travel by name, in the environment sbatch exports: never leave it to a
         # site default such as SBATCH_EXPORT=NONE.
         "--export=ALL",
@@ -73,6 +74,7 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         f"--output={spec.logs.base_dir}/{batch_output('%j')}",
     ]
     optional = {
+        "--time": s.time,  # none given: the partition's default time limit
         "--account": s.account,
         "--partition": s.partition,
         "--qos": s.qos,
@@ -81,9 +83,10 @@ def sbatch_flags(spec: LaunchSpec) -> list[str]:
         "--constraint": s.constraint,
         "--dependency": s.dependency,
         "--cpus-per-task": s.cpus_per_node,
+        "--segment": s.segment,
     }
     flags += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
-    if s.exclusive:
+    if spec.exclusive_nodes(ray=ray):
         flags.append("--exclusive")
     if s.requeue is not None:
         flags.append("--requeue" if s.requeue else "--no-requeue")
@@ -132,14 +135,30 @@ def sbatch_word(word: str) -> str:
     return f'{head}"{rest}"'
 
 
-def sbatch_directives(spec: LaunchSpec) -> list[SbatchDirective]:
+def defaults_taken(spec: LaunchSpec, *, ray: bool = True) -> list[Comment]:
+    """What nrl-launch decided for the scheduling keys the user left unset, one line each, for
+    the script's header: a default that lands in sbatch (or leaves a flag out) is said."""
+    lines = []
+    if spec.slurm.exclusive is None:
+        whole = spec.exclusive_nodes(ray=ray)
+        why = "a Ray job takes every CPU and GPU of its nodes" if ray else "a job with GPUs"
+        lines.append(
+            "slurm.exclusive: not set, so "
+            + (f"whole nodes (--exclusive), as {why}" if whole else "shared nodes (no GPUs)")
+        )
+    if spec.slurm.time is None:
+        lines.append("slurm.time: not set, so no --time: the partition's default time limit")
+    return [Comment(line) for line in lines]
+
+
+def sbatch_directives(spec: LaunchSpec, *, ray: bool = True) -> list[SbatchDirective]:
     """The `#SBATCH` lines of the job script: the sorted flags of `sbatch_flags`, one a line,
     then the extra args in the user's order, a line from each word that starts with `-`.
 
     sbatch gives its command-line flags precedence over these lines, so submitting the argv of
     `plan` is unchanged; `--parsable` is left out (it changes only what sbatch prints), so that
     `sbatch job.sbatch` by hand prints what it always does."""
-    lines = [[flag] for flag in sbatch_flags(spec)]
+    lines = [[flag] for flag in sbatch_flags(spec, ray=ray)]
     extra: list[list[str]] = []
     for word in spec.slurm.extra_args:
         if word.startswith("-") or not extra:
@@ -186,6 +205,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         ray=True,
         version=__version__,
         submit_command=join(argv),
+        defaults=defaults_taken(spec),
         sbatch_directives=sbatch_directives(spec),
         gpu_flag=gpu_flag(spec),
         mounts=",".join(container_mounts(spec)),

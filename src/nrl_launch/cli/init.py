@@ -42,7 +42,7 @@ __all__ = ["EXAMPLES", "ClusterFacts", "Query", "init", "read_cluster"]
 EXAMPLES = """\
 Examples:
   nrl-launch init
-  nrl-launch init --container nvcr.io/nvidia/nemo-rl:v0.4.0 --mount /lustre:/lustre \\
+  nrl-launch init --container nvcr.io/nvidia/nemo-rl:v0.6.0 --mount /lustre:/lustre \\
     --log-dir /lustre/fs1/users/alice/logs
 """
 

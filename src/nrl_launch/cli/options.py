@@ -34,6 +34,7 @@ __all__ = [
     "DryRun",
     "Envs",
     "Exclude",
+    "Exclusive",
     "GpusPerNode",
     "Interactive",
     "JobFile",
@@ -182,7 +183,17 @@ BackendName = Annotated[
     ),
 ]
 Nodes = Annotated[
-    int | None, _option("-N", "--nodes", help="Nodes to allocate.", panel=_SLURM, metavar="N")
+    int | None,
+    _option("-N", "--nodes", help="Nodes to allocate (default: 1).", panel=_SLURM, metavar="N"),
+]
+Exclusive = Annotated[
+    bool | None,
+    _option(
+        "--exclusive/--no-exclusive",
+        help="Whole nodes, or share them (default: whole nodes for a Ray job, whose Ray takes "
+        "every CPU and GPU of a node, and for a command with GPUs).",
+        panel=_SLURM,
+    ),
 ]
 DedicatedHead = Annotated[
     bool,
@@ -194,7 +205,13 @@ DedicatedHead = Annotated[
     ),
 ]
 GpusPerNode = Annotated[
-    int | None, _option("--gpus-per-node", help="GPUs per node.", panel=_SLURM, metavar="N")
+    int | None,
+    _option(
+        "--gpus-per-node",
+        help="GPUs per node, asked for as --gres=gpu:N (default: 8).",
+        panel=_SLURM,
+        metavar="N",
+    ),
 ]
 Time = Annotated[
     str | None,
@@ -202,7 +219,7 @@ Time = Annotated[
         "-t",
         "--time",
         help="Time limit, as sbatch reads it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
-        "(4:00 is 4 minutes).",
+        "(4:00 is 4 minutes; default: the partition's).",
         panel=_SLURM,
         metavar="TIME",
     ),
@@ -337,6 +354,7 @@ _KEYED = {
     "nodes": ("slurm.nodes", "--nodes"),
     "dedicated_head": ("ray.dedicated_head", "--dedicated-head"),
     "gpus_per_node": ("slurm.gpus_per_node", "--gpus-per-node"),
+    "exclusive": ("slurm.exclusive", "--exclusive"),
     "time": ("slurm.time", "--time"),
     "account": ("slurm.account", "--account"),
     "partition": ("slurm.partition", "--partition"),
@@ -362,6 +380,7 @@ def job_flags(
     nodes: int | None = None,
     dedicated_head: bool = False,
     gpus_per_node: int | None = None,
+    exclusive: bool | None = None,
     time: str | None = None,
     account: str | None = None,
     partition: str | None = None,
@@ -389,6 +408,7 @@ def job_flags(
         "nodes": nodes,
         "dedicated_head": dedicated_head or None,  # a switch: set only when given
         "gpus_per_node": gpus_per_node,
+        "exclusive": exclusive,
         "time": time,
         "account": account,
         "partition": partition,

@@ -54,8 +54,8 @@ _DEFAULTS = {"slurm.exclusive": False, "slurm.job_name": "enroot-import"}
 
 EXAMPLES = """\
 Examples:
-  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.4.0 --wait     # writes ./nemo-rl+v0.4.0.sqsh
-  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.4.0 --dry-run
+  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.6.0 --wait     # writes ./nemo-rl+v0.6.0.sqsh
+  nrl-launch pull nvcr.io/nvidia/nemo-rl:v0.6.0 --dry-run
 """
 
 
@@ -75,7 +75,7 @@ def pull(
     image: Annotated[
         str,
         typer.Argument(
-            help="The image: nvcr.io/nvidia/nemo-rl:v0.4.0, or enroot's "
+            help="The image: nvcr.io/nvidia/nemo-rl:v0.6.0, or enroot's "
             "docker://[USER@][REGISTRY#]IMAGE[:TAG].",
             metavar="IMAGE",
             show_default=False,
@@ -86,7 +86,7 @@ def pull(
         typer.Option(
             "-o",
             "--output",
-            help="The .sqsh file to write (default: from IMAGE, e.g. nemo-rl+v0.4.0.sqsh, in "
+            help="The .sqsh file to write (default: from IMAGE, e.g. nemo-rl+v0.6.0.sqsh, in "
             "the current dir); on storage the nodes share.",
             metavar="FILE",
         ),

@@ -16,6 +16,7 @@ from nrl_launch.cli.options import (
     DryRun,
     Envs,
     Exclude,
+    Exclusive,
     GpusPerNode,
     JobFile,
     JobName,
@@ -77,6 +78,7 @@ def run(
     set_: Sets = None,
     nodes: Nodes = None,
     gpus_per_node: GpusPerNode = None,
+    exclusive: Exclusive = None,
     time: Time = None,
     account: Account = None,
     partition: Partition = None,
@@ -127,7 +129,7 @@ def run(
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
         )
     # The dry run prints the script only: this machine's files are looked at when it queues.
-    container_checks.check(spec, on_host=not dry_run)
+    container_checks.check(spec, on_host=not dry_run, ray=False)
     if dry_run:
         return queued.dry_run("run", backend.plan_plain(spec), json=flags.json)
     rec = launch(spec, kind="plain")

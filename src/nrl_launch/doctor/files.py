@@ -10,7 +10,6 @@ it removes at once.
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import stat
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from nrl_launch import trust
 from nrl_launch.doctor.verdicts import Check, _fail, _ok, _warn
+from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "dir_check",
     "dir_checks",
     "shared_dirs",
-    "sourced",
     "trust_checks",
 ]
 
@@ -238,42 +237,6 @@ def _path_checks(environ: Mapping[str, str]) -> list[Check]:
 
 
 # Shell words that may come before a command: `if ...; then source x; fi`.
-_LEAD_WORDS = {"then", "do", "else", "{", "!"}
-
-
-def sourced(setup: str) -> list[tuple[str, bool]]:
-    """The files a setup command sources (`source X`, `. X`), in order, each with whether a
-    `cd` (or pushd) came before it: a relative X then resolves somewhere else. Words with
-    `$` or a backquote are left out (their value is the job's); a setup with an open quote,
-    which bash refuses, gives none."""
-    lexer = shlex.shlex(setup, posix=True, punctuation_chars="();<>|&\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:  # an open quote: bash refuses it too
-        return []
-    found: list[tuple[str, bool]] = []
-    moved = False
-    command: list[str] = []
-    for token in [*tokens, ";"]:
-        if token and all(c in lexer.punctuation_chars for c in token):
-            while command and command[0] in _LEAD_WORDS:
-                command.pop(0)
-            if command[:1] in (["cd"], ["pushd"]):
-                moved = True
-            elif (
-                len(command) > 1
-                and command[0] in ("source", ".")
-                and not any(c in command[1] for c in "$`")
-            ):
-                found.append((command[1], moved))
-            command = []
-        else:
-            command.append(token)
-    return found
-
-
 def _sourced_file_problem(path: Path) -> str | None:
     """Why `path` (a file setup sources) is not safe to run as the user: not theirs (a file of
     root's counts as theirs unless someone else can write it), or in a dir another user can

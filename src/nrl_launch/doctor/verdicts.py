@@ -222,8 +222,11 @@ def _partition_name(partition: Partition) -> str:
 
 def time_check(spec: LaunchSpec, partition: Partition, sources: Mapping[str, str]) -> Check:
     limit, name = partition.max_time, partition.name
+    time = spec.slurm.time
+    if time is None:
+        return _ok("slurm.time", f"not given: partition {name}'s default time limit applies")
     # A bare number is minutes, as sbatch reads it.
-    asked = spec.slurm.time + (" min" if spec.slurm.time.strip().isdigit() else "")
+    asked = time + (" min" if time.strip().isdigit() else "")
     if limit.upper() in ("UNLIMITED", "INFINITE", "NONE", ""):
         return _ok("slurm.time", f"{asked}; partition {name} has no time limit")
     try:
@@ -232,7 +235,7 @@ def time_check(spec: LaunchSpec, partition: Partition, sources: Mapping[str, str
         return _warn(
             "slurm.time", f"not checked: partition {name}'s time limit {limit!r} is unknown"
         )
-    if slurm_time_minutes(spec.slurm.time) > limit_min:
+    if slurm_time_minutes(time) > limit_min:
         return _fail(
             "slurm.time",
             f"{asked}{_given('slurm.time', sources)} is longer than partition {name}'s "

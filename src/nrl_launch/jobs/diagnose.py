@@ -111,4 +111,31 @@ def diagnose(log_dir: Path | None, batch_output: Path | None = None) -> Diagnosi
                 return Diagnosis(cause)
             where = f"line {text.count(chr(10), 0, match.start()) + 1}" if whole else "near the end"
             return Diagnosis(cause, f"{name} {where}")
+    # No known signature: the driver's (or command's) own last error, when it failed.
+    ended = texts[0][1]
+    for name, text, whole in texts[1:3]:
+        if _FAILED_ITSELF.search(ended) and (found := _last_error(text)):
+            error, at = found
+            where = f"line {at}" if whole else "near the end"
+            return Diagnosis(f"its last error: {error}", f"{name} {where}")
+    return None
+
+
+# How ENDED says the driver (or a plain job's command) failed by itself, with a code not 0.
+_FAILED_ITSELF = re.compile(r"(?:driver|command) exited with code [1-9]")
+# The last line of a Python traceback (ModuleNotFoundError: No module named 'x'), or a line a
+# program writes its error on (error: ..., ERROR ..., FATAL ...).
+_ERROR_LINE = re.compile(
+    r"^(?:[\w.]+(?:Error|Exception|Exit|Interrupt)\b.*|.*\b(?:error|ERROR|FATAL|Fatal)\b.*)$"
+)
+
+
+def _last_error(text: str) -> tuple[str, int] | None:
+    """The last line of `text` that says an error, and its line number (the whole line, cut
+    to 300 characters); None when none does."""
+    lines = text.splitlines()
+    for number in range(len(lines), 0, -1):
+        line = lines[number - 1].strip()
+        if line and _ERROR_LINE.match(line):
+            return " ".join(line.split())[:300], number
     return None

@@ -111,6 +111,7 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     extra = _extra_nodes(cfg)
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
+    _segment(draft, cfg, source.shown)
     deadline = _deadline(draft, cfg)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
@@ -277,6 +278,43 @@ def _size(draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str) -> 
     )
 
 
+def _segment(draft: _Draft, cfg: NemoConfig, shown: str) -> None:
+    """NeMo RL's cluster.segment_size and sbatch's --segment (slurm.segment) say the same, or
+    NeMo RL places its workers by segments Slurm did not make (NeMo RL's docs: set both); the
+    job's nodes, a dedicated head's included, must make whole segments (sbatch refuses them
+    otherwise)."""
+    key, cfg_key = "slurm.segment", "cluster.segment_size"
+    in_cfg = cfg.value(cfg_key, None)
+    in_cfg = in_cfg if isinstance(in_cfg, int) and not isinstance(in_cfg, bool) else None
+    if in_cfg is not None and in_cfg >= 1 and not draft.given(key):
+        _set(draft, key, in_cfg, f"{cfg_key} in {shown}")
+        draft.notes.append(f"{key}={in_cfg}: from {cfg_key}={in_cfg} (sbatch --segment)")
+    segment = draft.spec.slurm.segment
+    if segment is None:
+        return
+    if in_cfg != segment:
+        if draft.spec.nemo_rl.recipe is not None and in_cfg is None:
+            draft.injected.append(f"++{cfg_key}={segment}")
+            draft.notes.append(f"{cfg_key} is not in the config; passing ++{cfg_key}={segment}")
+        else:
+            draft.problems.append(
+                f"{key}={segment} (from {draft.sources.get(key, 'default')}) but the config has "
+                f"{cfg_key}={in_cfg}: NeMo RL places its workers by the segments Slurm makes, "
+                "so set both to one value"
+            )
+    nodes = draft.spec.allocated_nodes
+    if nodes % segment:
+        head = (
+            ", a dedicated Ray head included (it breaks the segments: drop it)"
+            if draft.spec.ray.dedicated_head
+            else ""
+        )
+        draft.problems.append(
+            f"{key}={segment}: the job's {nodes} nodes{head} are not whole segments of "
+            f"{segment}; sbatch --segment needs a multiple of it"
+        )
+
+
 def _set(draft: _Draft, key: str, value: Any, source: str) -> None:
     section, name = key.split(".")
     data = draft.spec.model_dump()
@@ -297,23 +335,31 @@ def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
     if cfg.value("checkpointing.enabled", False) is not True:
         return []
     key = "checkpointing.checkpoint_must_save_by"
-    minutes = slurm_time_minutes(draft.spec.slurm.time)
+    from nrl_launch import backends
+
+    if not backends.time_limited(draft.spec.backend):
+        return []  # nothing stops the job at a time: NeMo RL saves as its config says
+    time = draft.spec.slurm.time
+    if time is None:
+        if draft.spec.nemo_rl.recipe is not None and cfg.value(key, None) is None:
+            draft.notes.append(
+                f"{key} not set: slurm.time is not given, so the partition's default time limit "
+                "applies, which nrl-launch cannot see; give --time for NeMo RL to save before it"
+            )
+        return []
+    minutes = slurm_time_minutes(time)
     margin = draft.spec.nemo_rl.checkpoint_margin_min
     given = cfg.value(key, None)
     if given is not None:
         at = ddhhmmss_minutes(str(given))
         if at is not None and at > minutes:
-            default = "" if draft.given("slurm.time") else " (the default: give --time)"
-            return [
-                f"{key}={given} is after the time limit {draft.spec.slurm.time}{default}: "
-                "the job ends before it saves"
-            ]
+            return [f"{key}={given} is after the time limit {time}: the job ends before it saves"]
         return []
     if draft.spec.nemo_rl.recipe is None:
         return []
     if minutes <= margin:
         return [
-            f"{key} not set: the time limit {draft.spec.slurm.time} is within the "
+            f"{key} not set: the time limit {time} is within the "
             f"{margin}-minute save margin (nemo_rl.checkpoint_margin_min)"
         ]
     value = must_save_by(minutes - margin)
