@@ -94,6 +94,29 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     assert not ray_processes(log_dir)
 
 
+def test_tiny_rl_s_deadline_clock_starts_after_its_setup(
+    cli: Cli, fresh_tiny_rl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As NeMo RL's (nemo_rl/utils/timer.py, its issue #3596): checkpoint_must_save_by counts
+    from the end of the driver's setup. A setup of 15 s (tiny_rl.setup_s) and a deadline of 25 s:
+    a clock started with the driver would leave no step room (workers start, then 15 s more);
+    started after the setup, steps run, and the run saves and stops before the deadline."""
+    monkeypatch.chdir(fresh_tiny_rl)
+    result = cli(
+        "submit", "--backend", "local", "--wait", "-q", "grpo",
+        "--config", "examples/configs/grpo_tiny.yaml", "tiny_rl.setup_s=15",
+        "checkpointing.checkpoint_must_save_by=00:00:00:25", "grpo.max_num_steps=100000",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    (log_dir,) = fresh_tiny_rl.glob("local-*-logs")
+    driver = (log_dir / "ray-driver.log").read_text()
+    setup, stop = driver.index("setup: 15 s more"), driver.index("stopping after step ")
+    steps = [line for line in driver[setup:stop].splitlines() if line.startswith("step ")]
+    assert steps, driver  # steps ran after the setup, within the deadline
+    assert "before checkpointing.checkpoint_must_save_by" in driver[stop:]
+    assert f"saved results/grpo/step_{len(steps)} " in driver  # the last step, saved
+
+
 @pytest.mark.usefixtures("here")
 def test_local_driver_exit_code_and_cancel(cli: Cli) -> None:
     failed = cli(

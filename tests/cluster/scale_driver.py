@@ -4,6 +4,7 @@ and the job's Slurm steps as scontrol lists them, printed as one `SCALE <json>` 
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import ray
 
@@ -15,7 +16,7 @@ nodes = {
 }
 # The driver runs inside the job: scontrol shows its running steps (head and workers). Its id
 # from its log dir's name (<JOBID>-logs): the node step clears Slurm's variables, as ray.sub.
-job = os.path.basename(os.environ["NRL_LOG_DIR"]).split("-")[0]
+job = Path(os.environ["NRL_LOG_DIR"]).name.split("-")[0]
 steps = subprocess.run(
     ["scontrol", "show", "step", "-o", job], capture_output=True, text=True, check=False
 ).stdout

@@ -145,8 +145,9 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
     """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver; the
-    first cannot finish 350 steps in that time, saves and ends; the second resumes and ends
-    at step 350, with every step run exactly once."""
+    first cannot finish 350 steps in that time, saves and ends; the second resumes from that
+    save and runs on, to step 350 or (on a slow machine) to its own deadline, where it saves:
+    every step runs exactly once, in order."""
     args = [
         "--config",
         GRPO,
@@ -167,7 +168,10 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, first)
     assert f"resumed from {tmp_path / 'ckpt'}/step_{done_first[-1]}" in driver_log(cli, second)
     done_second = [m["step"] for m in metrics(two)]
-    assert done_first + done_second == list(range(1, 351))
+    done = done_first + done_second
+    assert done == list(range(1, len(done) + 1)) and len(done_second) > 0
+    if done[-1] < 350:  # the second job's own deadline came first: it saved there too
+        assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, second)
 
 
 def test_worker_killed_mid_training_fails_fast_and_a_resubmit_resumes(

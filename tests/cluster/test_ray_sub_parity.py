@@ -5,6 +5,7 @@ value of the user's own wins), and the start times NeMo RL's logger reads."""
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,11 @@ def test_ray_sub_s_debugger_log_sync_and_gcs_settings_reach_every_node(
     monkeypatch.setenv("RAY_DEBUG", "legacy")
     monkeypatch.setenv("RAY_LOG_SYNC_FREQUENCY", "1")
     monkeypatch.setenv("RAY_num_server_call_thread", "3")
-    result = cli("submit", "--wait", *ON_NODE0_AND_1, *cluster_job, "--", "python", DRIVER)
+    monkeypatch.setenv("CI", "true")  # a CI system's, in the shell that submits
+    monkeypatch.setenv("OMPI_MCA_x", "1")  # as an MPI launcher's: reaches the step, not Ray
+    # ray.sub's --mpi=pmix, asked for (the dev cluster's Slurm has PMIx).
+    mpi = ["--set", "slurm.mpi=pmix"]
+    result = cli("submit", "--wait", *ON_NODE0_AND_1, *cluster_job, *mpi, "--", "python", DRIVER)
     assert result.code == 0, result.out + result.err
     # Each ray.sub variable used is named.
     assert "RAY_DEBUG (ray.external_debugger)" in result.err
@@ -31,6 +36,13 @@ def test_ray_sub_s_debugger_log_sync_and_gcs_settings_reach_every_node(
     driver = (log_dir / "ray-driver.log").read_text()
     report = json.loads(next(x for x in driver.splitlines() if x.startswith("PARITY "))[7:])
     assert sorted(report["nodes"]) == ["node0", "node1"]
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    for where in [*report["nodes"].values(), report["driver"]]:
+        # As ray.sub: no MPI or Slurm variable of the step, no CI, 65535 open files (or the
+        # hard limit), compile caches on the node's own disk.
+        assert where["step_vars"] == [] and where["CI"] is None, where
+        assert where["nofile"] >= min(65535, hard), where
+        assert where["compile_cache"].startswith("/tmp/nrl-compile-cache-"), where
     for node in report["nodes"].values():
         assert node["debugger_external"] is True
         # 16 CPUs per dev-cluster node: ray.sub's threads = CPUs; the user's own value wins.
