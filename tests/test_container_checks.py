@@ -495,3 +495,111 @@ def test_run_checks_as_submit_does_and_its_dry_run_as_render(
     allowed = cli("run", "--no-check", *args)
     assert allowed.code == 0, allowed.err
     assert "nrl-launch: warning: container.mounts" in allowed.err
+
+
+# ---- a job without a container: this machine's files, which its nodes share ----
+
+SETUP = ["--set", "setup=source .venv/bin/activate"]
+NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
+
+
+def _no_setup_file(isolated: Path) -> str:
+    return (
+        "nrl-launch: error: setup: sources .venv/bin/activate, which is not there (no "
+        f"{isolated}/.venv/bin/activate; the job runs in this machine's files, as its nodes share "
+        "them): make it first, or fix setup"
+    )
+
+
+@pytest.mark.parametrize("backend", [["--container-runtime", "none"], ["--backend", "local"]])
+def test_a_setup_that_sources_a_missing_file_is_refused_at_submit(
+    cli: Cli, slurm: FakeSlurm, isolated: Path, backend: list[str]
+) -> None:
+    result = cli("submit", *backend, *SETUP, *CMD)
+    assert result.code == 2
+    assert result.err.splitlines() == [_no_setup_file(isolated)]
+    assert slurm.calls() == []
+
+
+def test_a_setup_whose_file_is_there_is_submitted(
+    cli: Cli, slurm: FakeSlurm, isolated: Path
+) -> None:
+    (isolated / ".venv" / "bin").mkdir(parents=True)
+    (isolated / ".venv" / "bin" / "activate").write_text("")
+    slurm.answer("sbatch", stdout="42\n")
+    result = cli("submit", "--container-runtime", "none", *SETUP, *CMD)
+    assert result.code == 0, result.err
+    assert result.out.startswith("Submitted job 42 (1 node(s))")
+    assert "setup:" not in result.err
+    assert len(slurm.calls("sbatch")) == 1
+
+
+def test_a_local_job_whose_setup_file_is_there_is_not_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(A local job is checked as submit checks it; submitted, it would start Ray here.)"""
+    (isolated / ".venv" / "bin").mkdir(parents=True)
+    (isolated / ".venv" / "bin" / "activate").write_text("")
+    job = LaunchSpec.model_validate(
+        {"backend": "local", "setup": "source .venv/bin/activate", "driver": {"command": ["x"]}}
+    )
+    container_checks.check(job, on_host=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_setup_that_sources_after_a_cd_is_not_checked(cli: Cli, slurm: FakeSlurm) -> None:
+    slurm.answer("sbatch", stdout="42\n")
+    setup = "setup=cd /opt/elsewhere && source .venv/bin/activate"
+    result = cli("submit", "--container-runtime", "none", "--set", setup, *CMD)
+    assert result.code == 0, result.err
+    assert "setup:" not in result.err
+    assert len(slurm.calls("sbatch")) == 1
+
+
+def test_render_does_not_look_for_the_setup_s_file(cli: Cli) -> None:
+    assert cli("render", "--container-runtime", "none", *SETUP, *CMD).code == 0
+
+
+def test_with_no_check_a_missing_setup_file_is_a_warning(
+    cli: Cli, slurm: FakeSlurm, isolated: Path
+) -> None:
+    slurm.answer("sbatch", stdout="42\n")
+    result = cli("submit", "--container-runtime", "none", "--no-check", *SETUP, *CMD)
+    assert result.code == 0, result.err
+    warning = _no_setup_file(isolated).replace("nrl-launch: error:", "nrl-launch: warning:")
+    assert warning in result.err.splitlines()
+
+
+def test_a_nemo_rl_driver_s_missing_script_is_found_in_the_submit_dir(tmp_path: Path) -> None:
+    """What the check says of a job whose command runs a NeMo RL driver script (a recipe's,
+    once its command is built, or the same path given by hand)."""
+    command = ["uv", "run", "examples/run_grpo.py", "--config", "c.yaml"]
+    job = LaunchSpec.model_validate({"driver": {"command": command}})
+    (problem,) = found(job, tmp_path)
+    assert problem.error and problem.key == "driver command"
+    assert problem.message == (
+        "driver command: examples/run_grpo.py (a NeMo RL driver) is not there (no "
+        f"{tmp_path}/examples/run_grpo.py): submit from the NeMo RL checkout that holds it, or "
+        "set driver.workdir"
+    )
+    # A setup may make it (a git clone): a warning then.
+    made = LaunchSpec.model_validate({"driver": {"command": command}, "setup": "git clone x ."})
+    assert keys(found(made, tmp_path)) == [("driver command", False)]
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "run_grpo.py").write_text("")
+    assert found(job, tmp_path) == []
+
+
+def test_submit_refuses_a_recipe_whose_script_is_not_in_the_submit_dir(
+    cli: Cli, slurm: FakeSlurm, isolated: Path
+) -> None:
+    slurm.answer("sbatch", stdout="42\n")
+    result = cli("submit", "grpo", "--config", str(NEMO / "grpo_math_1B.yaml"))
+    assert result.code == 2, result.err
+    (line,) = [x for x in result.err.splitlines() if x.startswith("nrl-launch: error:")]
+    assert line == (
+        "nrl-launch: error: driver command: examples/run_grpo.py (a NeMo RL driver) is not "
+        f"there (no {isolated}/examples/run_grpo.py): submit from the NeMo RL checkout that holds "
+        "it, or set driver.workdir"
+    )
+    assert slurm.calls("sbatch") == []

@@ -1,17 +1,24 @@
-"""The node steps' helpers, run in a real bash from a rendered script: finding Ray's Python, and
-which of a node's enroot containers a pyxis job removes when it ends."""
+"""The node steps' helpers, run in a real bash from a rendered script: finding Ray's Python,
+which of a node's enroot containers a pyxis job removes when it ends, and the environment Ray
+starts in (ray.sub's: no MPI or Slurm variables, 65535 open files, no CI, private compile
+caches)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
-from nrl_launch.backends import slurm
+import pytest
+
+from nrl_launch.backends import plain, slurm
+from tests.conftest import OTHER_UID
 from tests.test_quoting import bash_values, spec
 
 PYXIS = {"image": "/shared/images/nemo-rl.sqsh", "mounts": ["/shared"], "workdir": "/shared"}
@@ -309,3 +316,179 @@ def test_nap_waits_its_time_and_falls_back_to_sleep_without_its_pipe(tmp_path: P
         start, end = map(float, line.split())
         assert 0.28 <= end - start < 5, line
     assert len(done.stdout.splitlines()) == 2
+
+
+# ---- The node's environment before Ray starts, as ray.sub leaves it ----
+
+STEP_ENV = {
+    "PMI_RANK": "0",
+    "PMI_SIZE": "2",
+    "PMIX_RANK": "0",
+    "PMIX_NAMESPACE": "slurm.pmix.42.0",
+    "MPI_LOCALRANKID": "0",
+    "OMPI_COMM_WORLD_SIZE": "2",
+    "OMPI_MCA_plm": "slurm",
+    "SLURM_JOB_ID": "42",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "0",
+    # Not the step's MPI or Slurm variables: kept.
+    "SLURMD_NODENAME": "node0",
+    "SLURMX": "kept",
+    "MPICH_X": "kept",
+    "XMPI_Y": "kept",
+    "MY_SLURM_JOB": "kept",
+}
+
+
+def _clean_step_env(tmp_path: Path, limits: str) -> tuple[set[str], str, str]:
+    """What a process clean_step_env's node starts sees: the names in its environment that the
+    test set, its soft open-files limit; and what the step logged. `limits` runs first (ulimit)."""
+    probe = (
+        f"{limits}\n"
+        "clean_step_env\n"
+        # A child's view: what Ray's daemons, and the driver and workers, inherit.
+        'echo "names: $(env | cut -d= -f1 | sort | tr "\\n" " ")"\n'
+        'echo "soft: $(bash -c "ulimit -Sn")"\n'
+    )
+    done = _node_functions(probe, tmp_path, **STEP_ENV)
+    if done.returncode == 77:
+        pytest.skip(f"the open-files limit cannot be set so here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    names = next(x for x in lines if x.startswith("names: ")).removeprefix("names: ").split()
+    soft = next(x for x in lines if x.startswith("soft: ")).removeprefix("soft: ")
+    logged = "\n".join(x for x in lines if not x.startswith(("names: ", "soft: ")))
+    return set(names) & set(STEP_ENV), soft, logged
+
+
+def test_clean_step_env_clears_the_step_s_mpi_and_slurm_variables(tmp_path: Path) -> None:
+    names, _, _ = _clean_step_env(tmp_path, "")
+    assert names == {"SLURMD_NODENAME", "SLURMX", "MPICH_X", "XMPI_Y", "MY_SLURM_JOB"}
+
+
+def test_clean_step_env_raises_the_open_files_limit_to_65535(tmp_path: Path) -> None:
+    # The hard limit must allow it: raised first where this user may (root with
+    # CAP_SYS_RESOURCE), else it must already be 65535 or more.
+    limits = (
+        'ulimit -Hn 70000 2>/dev/null || (("$(ulimit -Hn)" >= 65535)) ||\n'
+        '  { echo "its hard limit is $(ulimit -Hn); it may not be raised" >&2; exit 77; }\n'
+    )
+    _, soft, logged = _clean_step_env(tmp_path, limits + "ulimit -Sn 1024")
+    assert soft == "65535"
+    assert logged == ""
+
+
+def test_clean_step_env_raises_it_to_a_lower_hard_limit_and_says_so(tmp_path: Path) -> None:
+    _, soft, logged = _clean_step_env(tmp_path, "ulimit -Sn 1024 && ulimit -Hn 4096 || exit 77")
+    assert soft == "4096"  # as far as the hard limit goes
+    (line,) = logged.splitlines()
+    assert line.startswith("[nrl-launch ")
+    assert line.endswith(
+        "] warning: the open-files limit is 4096, below 65535 (its hard limit is 4096); Ray may "
+        "run out of file descriptors"
+    )
+
+
+@pytest.mark.parametrize("backend", [slurm, plain], ids=["ray", "plain"])
+@pytest.mark.parametrize(("env", "expected"), [({}, "unset"), ({"CI": "1"}, "1")])
+def test_job_env_drops_a_login_shell_s_ci_unless_the_job_sets_it(
+    backend: ModuleType, env: dict[str, str], expected: str
+) -> None:
+    """vLLM takes a CI in its environment for its own CI (NeMo RL #3293)."""
+    script = backend.plan(spec(env=env)).script
+    probe = 'export CI=true; job_env; printf "%s\\0" "${CI-unset}" "$(printenv CI || echo unset)"'
+    assert bash_values(script, probe) == [expected, expected]
+
+
+# ---- Compile caches: on the node's own disk, in a dir of the user's own ----
+
+
+def _in_private_tmp(probe: str) -> subprocess.CompletedProcess[str]:
+    """`probe` after the node functions, in a real bash with a /tmp of its own (a tmpfs in a
+    mount namespace of its own): compile_caches' path, /tmp/nrl-compile-cache-$(id -u), is made
+    there and nowhere else, and this machine's own (a job's, or another test's) is never
+    touched."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare is not installed (util-linux)")
+    as_root = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    private = "mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 77\n"
+    done = subprocess.run(
+        [unshare, *as_root, "--mount", "--propagation", "private", "bash", "-c", private + probe],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": "/logs/42-logs"},
+        timeout=60,
+        check=False,
+    )
+    if done.returncode == 77 or "unshare failed" in done.stderr:
+        pytest.skip(f"no /tmp of a test's own here (a mount namespace): {done.stderr.strip()}")
+    return done
+
+
+CACHE_VARS = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+SHOW_CACHES = "".join(f'printf "%s\\n" "${{{name}-unset}}"\n' for name in CACHE_VARS)
+
+
+def test_compile_caches_go_to_a_private_dir_on_the_node() -> None:
+    probe = (
+        _node_functions_text()
+        + "\ncompile_caches\n"
+        + SHOW_CACHES
+        + 'stat -c "%a %u" "/tmp/nrl-compile-cache-$(id -u)"\n'
+        + "id -u\n"
+        # A child (vLLM, torch) inherits them.
+        + 'bash -c "printenv VLLM_CACHE_ROOT"\n'
+    )
+    done = _in_private_tmp(probe)
+    assert done.returncode == 0, done.stderr
+    *caches, mode, uid, child = done.stdout.splitlines()
+    base = f"/tmp/nrl-compile-cache-{uid}"
+    assert caches == [f"{base}/vllm", f"{base}/inductor", f"{base}/triton"]
+    assert mode == f"700 {uid}"
+    assert child == f"{base}/vllm"
+
+
+def test_compile_caches_keep_what_the_shell_or_the_job_set() -> None:
+    probe = (
+        _node_functions_text()
+        + "\nexport VLLM_CACHE_ROOT=/lustre/me/vllm TRITON_CACHE_DIR=/lustre/me/triton\n"
+        + "compile_caches\n"
+        + SHOW_CACHES
+        + "id -u\n"
+    )
+    done = _in_private_tmp(probe)
+    assert done.returncode == 0, done.stderr
+    vllm, inductor, triton, uid = done.stdout.splitlines()
+    assert (vllm, triton) == ("/lustre/me/vllm", "/lustre/me/triton")
+    assert inductor == f"/tmp/nrl-compile-cache-{uid}/inductor"
+
+
+@pytest.mark.parametrize("how", ["another user's", "a symlink"])
+def test_compile_caches_are_left_alone_in_a_dir_not_the_user_s_own(how: str) -> None:
+    """Another user made the path first (a shared node's /tmp): their compiled code is not
+    taken, and nothing is written there."""
+    if how == "another user's" and os.geteuid() != 0:
+        pytest.skip("only root can give a dir to another user")
+    make = (
+        f'mkdir -m 777 "$dir" && chown {OTHER_UID} "$dir"'
+        if how == "another user's"
+        else 'mkdir -m 700 /tmp/elsewhere && ln -s /tmp/elsewhere "$dir"'
+    )
+    probe = (
+        _node_functions_text()
+        + "\nid -u\ndir=/tmp/nrl-compile-cache-$(id -u)\n"
+        + make
+        + "\ncompile_caches\n"
+        + SHOW_CACHES
+        + 'ls -A "$dir/"\n'
+    )
+    done = _in_private_tmp(probe)
+    assert done.returncode == 0, done.stderr
+    uid, warning, *caches = done.stdout.splitlines()
+    assert caches == ["unset"] * 3  # and nothing listed in the dir: nothing was written there
+    assert warning.startswith("[nrl-launch ")
+    assert warning.endswith(
+        f"] warning: /tmp/nrl-compile-cache-{uid} is not yours alone: the compile caches stay "
+        "where they default"
+    )

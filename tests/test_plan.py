@@ -568,3 +568,78 @@ def test_a_bad_cluster_size_is_one_line_without_an_allocation(
     assert result.code == 2
     assert result.err.splitlines() == [f"nrl-launch: error: {problem}"]
     assert result.out == ""
+
+
+# ---- cluster.segment_size and sbatch --segment (slurm.segment) ----
+
+
+def _segmented(tmp_path: Path, segment_size: int | None) -> Path:
+    """A 4-node config of NeMo RL's grpo_math_1B, with `cluster.segment_size` (None: null)."""
+    config = tmp_path / "grpo-4n.yaml"
+    size = "null" if segment_size is None else segment_size
+    config.write_text(
+        f"defaults: {NEMO / 'grpo_math_1B.yaml'}\n"
+        f"cluster:\n  num_nodes: 4\n  gpus_per_node: 8\n  segment_size: {size}\n"
+    )
+    return config
+
+
+def test_a_config_s_segment_size_renders_sbatch_s_segment(cli: Cli, tmp_path: Path) -> None:
+    result = cli("render", "grpo", "--config", str(_segmented(tmp_path, 2)), *SHARED_LOGS)
+    assert result.code == 0, result.err
+    assert "#SBATCH --segment=2" in result.out.splitlines()
+    assert "#SBATCH --nodes=4" in result.out.splitlines()
+    assert (
+        "nrl-launch: note: slurm.segment=2: from cluster.segment_size=2 (sbatch --segment)"
+        in result.err.splitlines()
+    )
+    submit = next(x for x in result.out.splitlines() if x.startswith("# Submit with: "))
+    assert " --segment=2 " in submit
+
+
+def test_a_dedicated_head_breaks_the_segments(cli: Cli, tmp_path: Path) -> None:
+    config = _segmented(tmp_path, 2)
+    result = cli("render", "grpo", "--config", str(config), "--dedicated-head", *SHARED_LOGS)
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "nrl-launch: error: slurm.segment=2: the job's 5 nodes, a dedicated Ray head included "
+        "(it breaks the segments: drop it) are not whole segments of 2; sbatch --segment needs "
+        "a multiple of it"
+    ]
+    assert result.out == ""
+
+
+def test_a_segment_the_config_does_not_share_is_a_problem(cli: Cli, tmp_path: Path) -> None:
+    args = ["grpo", "--config", str(_segmented(tmp_path, 4)), "--set", "slurm.segment=2"]
+    problem = (
+        "slurm.segment=2 (from --set slurm.segment) but the config has cluster.segment_size=4: "
+        "NeMo RL places its workers by the segments Slurm makes, so set both to one value"
+    )
+    result = cli("plan", *args, *SHARED_LOGS)
+    assert result.code == 2
+    assert f"nrl-launch: error: {problem}" in result.err.splitlines()
+    assert result.out.splitlines()[-2:] == ["1 problem(s):", f"  {problem}"]
+    assert cli("render", *args, *SHARED_LOGS).code == 2
+
+
+def test_a_segment_given_for_a_config_without_one_is_passed_to_it(cli: Cli, tmp_path: Path) -> None:
+    config = _segmented(tmp_path, None)
+    result = cli("render", "grpo", "--config", str(config), "--set", "slurm.segment=2")
+    assert result.code == 0, result.err
+    assert "#SBATCH --segment=2" in result.out.splitlines()
+    (driver,) = [x for x in result.out.splitlines() if x.startswith("NRL_DRIVER=(")]
+    assert driver.endswith(" ++cluster.segment_size=2)")
+    assert (
+        "nrl-launch: note: cluster.segment_size is not in the config; passing "
+        "++cluster.segment_size=2" in result.err.splitlines()
+    )
+
+
+def test_a_segment_that_does_not_divide_the_nodes_is_refused(cli: Cli, tmp_path: Path) -> None:
+    config = _segmented(tmp_path, None)
+    result = cli("plan", "grpo", "--config", str(config), "--set", "slurm.segment=3", *SHARED_LOGS)
+    assert result.code == 2
+    assert (
+        "nrl-launch: error: slurm.segment=3: the job's 4 nodes are not whole segments of 3; "
+        "sbatch --segment needs a multiple of it" in result.err.splitlines()
+    )

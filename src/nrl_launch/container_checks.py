@@ -484,20 +484,21 @@ def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
             )
     if found:
         return found  # the driver's script may be what it would make
-    # A recipe's script is nrl-launch's own path into the NeMo RL checkout: missing, the job is
-    # submitted from the wrong dir (unless its setup makes it).
-    recipe = spec.nemo_rl.recipe
-    script = spec.nemo_rl.drivers.get(recipe) if recipe else None
-    path = posixpath.join(base, script) if script else None
-    if script and path and not _exists(path):
-        found.append(
-            Finding(
-                "driver command",
-                f"driver command: {script} (recipe {recipe}'s driver) is not there (no {path}): "
-                "submit from the NeMo RL checkout that holds it, or set driver.workdir",
-                error=spec.setup is None,
+    # A NeMo RL driver's script (a recipe's, which nrl-launch wrote into the command, or the
+    # same path in a command of the user's): missing, the job was submitted from another dir
+    # than the NeMo RL checkout (unless its setup makes it).
+    scripts = set(spec.nemo_rl.drivers.values())
+    for arg in spec.driver.command or ():
+        path = posixpath.join(base, arg)
+        if arg in scripts and not _exists(path):
+            found.append(
+                Finding(
+                    "driver command",
+                    f"driver command: {arg} (a NeMo RL driver) is not there (no {path}): "
+                    "submit from the NeMo RL checkout that holds it, or set driver.workdir",
+                    error=spec.setup is None,
+                )
             )
-        )
     return found
 
 

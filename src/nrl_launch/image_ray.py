@@ -22,7 +22,10 @@ AUTH_RAY = (2, 52)
 _NEMO_RL_RAY = {(0, 4): "2.46.0", (0, 5): "2.49.2", (0, 6): "2.54.0", (0, 7): "2.55.1"}
 # NeMo RL's images on NGC (nvcr.io/nvidia/nemo-rl:v0.6.0, and variants: v0.4.0.nemotron_3_nano).
 _NEMO_RL_TAG = re.compile(r"(?:^|[/#])nemo-rl:v(\d+)\.(\d+)\.\d+(?:[.\w-]*)$")
-_DIST_INFO = re.compile(r"/site-packages/ray-(\d+\.\d+\.\d+[\w.]*)\.dist-info/?$", re.MULTILINE)
+# pip's site-packages, or a Debian (and NGC) system Python's dist-packages.
+_DIST_INFO = re.compile(
+    r"/(?:site|dist)-packages/ray-(\d+\.\d+\.\d+[\w.]*)\.dist-info/?$", re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
@@ -66,4 +69,7 @@ def image_ray(image: str, listing: str | None = None) -> ImageRay:
         if release > max(_NEMO_RL_RAY):
             newest = max(_NEMO_RL_RAY)
             return ImageRay(_NEMO_RL_RAY[newest], "NeMo RL pins it from v0.7 on, or later")
+        if release < min(_NEMO_RL_RAY):
+            oldest = min(_NEMO_RL_RAY)
+            return ImageRay(_NEMO_RL_RAY[oldest], "NeMo RL before v0.4 pins it, or older")
     return ImageRay(None, "not a NeMo RL release image, nor a .sqsh file readable here")

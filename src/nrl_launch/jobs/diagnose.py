@@ -130,12 +130,18 @@ _ERROR_LINE = re.compile(
 )
 
 
+# srun's labels (`0: ` before each line of a multi-node job's job.log), and the lines srun and
+# slurmstepd add about a task's exit: the program's own words are after, or elsewhere.
+_LABEL = re.compile(r"^\d+: ")
+_SLURM_LINE = re.compile(r"^(?:srun|slurmstepd(?:-[\w.-]+)?): ")
+
+
 def _last_error(text: str) -> tuple[str, int] | None:
-    """The last line of `text` that says an error, and its line number (the whole line, cut
-    to 300 characters); None when none does."""
+    """The last line of `text` that says an error, in the program's own words, and its line
+    number (the whole line, cut to 300 characters); None when none does."""
     lines = text.splitlines()
     for number in range(len(lines), 0, -1):
-        line = lines[number - 1].strip()
-        if line and _ERROR_LINE.match(line):
+        line = _LABEL.sub("", lines[number - 1].strip()).strip()
+        if line and not _SLURM_LINE.match(line) and _ERROR_LINE.match(line):
             return " ".join(line.split())[:300], number
     return None
