@@ -24,6 +24,16 @@ ON_NODE0_AND_1 = ["--nodes", "2", "--set", "slurm.exclude=node[2-3]"]
 
 @pytest.fixture(scope="session")
 def dev_cluster() -> Iterator[None]:
+    # DEV_CLUSTER_SLURM=24.11: the cluster runs in a root filesystem with that Slurm, whose
+    # clients alone talk to it; there (scripts/dev-cluster exec) /etc/nrl-dev-cluster-slurm says so.
+    wanted = os.environ.get("DEV_CLUSTER_SLURM")
+    marker = Path("/etc/nrl-dev-cluster-slurm")
+    here = marker.read_text().strip() if marker.exists() else "22.05"
+    if wanted and wanted != here:
+        pytest.fail(
+            f"DEV_CLUSTER_SLURM={wanted}: run the tests inside its root, where its clients are: "
+            f"DEV_CLUSTER_SLURM={wanted} scripts/dev-cluster exec -- python -m pytest ..."
+        )
     check = subprocess.run([str(DEV_CLUSTER), "check"], capture_output=True, text=True)
     if check.returncode != 0:
         unavailable(f"the dev cluster cannot run here: {check.stdout.strip()}")

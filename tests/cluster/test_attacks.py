@@ -415,6 +415,7 @@ def test_a_log_dir_made_first_by_another_user_is_refused(users: Users) -> None:
     )
 
 
+@pytest.mark.slurm_smoke
 def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
     """M1: with slurm.secrets_via file the job gets its secrets from a 0600 file and Slurm's
     stored copy of the job's environment holds none of them; by default (env) it does, which

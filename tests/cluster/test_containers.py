@@ -50,6 +50,7 @@ def left_clean(job_id: str) -> None:
     wait_until(lambda: no_container_of(job_id), 60)
 
 
+@pytest.mark.slurm_smoke
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_batch_job_runs_in_the_container_on_every_node(
     cli: Cli, container_job: list[str], test_image: Path, tmp_path: Path, nodes: int
@@ -103,6 +104,7 @@ def interactive(cli: Cli, container_job: list[str]) -> str:
     cli("cancel", job_id)
 
 
+@pytest.mark.slurm_smoke
 def test_attach_enters_the_live_container_on_each_node(
     cli: Cli, interactive: str, test_image: Path
 ) -> None:

@@ -150,12 +150,15 @@ def test_worker_that_never_joins_fails_at_the_join_timeout(
     job_id = submit(cli, job, *SLEEPER)
     status = ended_after(cli, job_id, None, "2. worker never joins (join_s=10)")
     assert status["phase"] == "FAILED"
-    assert "not every node joined within 10s: node1 (node 1) missing" in status["detail"]
-    assert "see ray-worker-1.log" in status["detail"]
+    # node1 is named; on a slow machine node0's own raylet may not have joined in 10 s either.
+    _, _, missing = status["detail"].partition("not every node joined within 10s: ")
+    assert "node1 (node 1)" in missing.split(" missing")[0], status["detail"]
+    assert "ray-worker-1.log" in missing
     # The worker stuck in its setup is stopped too (through srun), not left to its sleep.
     wait_until(nodes_are_clean, 60)
 
 
+@pytest.mark.slurm_smoke
 @pytest.mark.parametrize("victim", ["raylet", "srun"])
 def test_worker_lost_after_bring_up_fails_the_job(
     cli: Cli, cluster_job: list[str], victim: str

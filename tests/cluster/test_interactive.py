@@ -78,6 +78,7 @@ def test_attach_runs_commands_on_the_job_s_nodes(interactive: str) -> None:
     assert "--node '2': expected head, or a node index 0..1" in missing.stderr
 
 
+@pytest.mark.slurm_smoke
 def test_attach_opens_a_shell_in_a_terminal(interactive: str) -> None:
     """The pty path, driven through tmux: type a command in the attached shell, read it back."""
     tmux = need_tool("tmux")

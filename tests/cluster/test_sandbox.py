@@ -50,6 +50,7 @@ def _driver_report(cli: Cli, result: Result) -> tuple[Path, dict[str, Any]]:
     return log_dir, json.loads(next(x for x in driver.splitlines() if x.startswith("SANDBOX "))[8:])
 
 
+@pytest.mark.slurm_smoke
 def test_the_driver_starts_once_every_node_s_sandbox_answers(
     cli: Cli, cluster_job: list[str], tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_a_sandbox_that_never_answers_fails_the_job_naming_its_node_and_port(
     wait_until(nodes_are_clean, 60)
 
 
+@pytest.mark.slurm_smoke
 def test_a_sandbox_image_runs_in_a_container_of_its_own(
     cli: Cli, container_job: list[str], test_image: Path, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ CHECK = str(EXAMPLES / "cluster_check.py")
 CLI = [sys.executable, "-m", "nrl_launch"]
 
 
+@pytest.mark.slurm_smoke
 @pytest.mark.parametrize("nodes", [1, 2, 4])
 def test_batch_job_places_one_actor_per_gpu(cli: Cli, cluster_job: list[str], nodes: int) -> None:
     result = cli(
@@ -81,6 +82,7 @@ def test_failing_driver_fails_the_job_with_its_exit_code(cli: Cli, cluster_job: 
     assert "driver exited with code 3" in status["detail"]
 
 
+@pytest.mark.slurm_smoke
 def test_attach_to_a_batch_job_then_cancel_stops_ray_on_every_node(
     cli: Cli, cluster_job: list[str]
 ) -> None:
