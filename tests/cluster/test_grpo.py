@@ -144,15 +144,15 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
-    """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver; the
-    first cannot finish 350 steps in that time, saves and ends; the second resumes from that
-    save and runs on, to step 350 or (on a slow machine) to its own deadline, where it saves:
-    every step runs exactly once, in order."""
+    """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver. No
+    machine runs 100000 steps in that time, however fast: the first job saves at its deadline
+    and ends, COMPLETED; the second resumes from that save and does the same: every step runs
+    exactly once, in order, across the two."""
     args = [
         "--config",
         GRPO,
         "cluster.num_nodes=2",
-        "grpo.max_num_steps=350",
+        "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
     ]
     flags = [*project, "--time", "3", "--set", "nemo_rl.checkpoint_margin_min=1"]
@@ -162,16 +162,14 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     for job_id in (first, second):
         wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ("COMPLETED", "FAILED"), 600)
         assert job_status(cli, job_id)["phase"] == "COMPLETED", job_status(cli, job_id)
+        assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, job_id)
     one, two = runs(tmp_path)
     done_first = [m["step"] for m in metrics(one)]
-    assert 0 < len(done_first) < 350
-    assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, first)
+    assert done_first, "the first job ran no step"
     assert f"resumed from {tmp_path / 'ckpt'}/step_{done_first[-1]}" in driver_log(cli, second)
     done_second = [m["step"] for m in metrics(two)]
     done = done_first + done_second
     assert done == list(range(1, len(done) + 1)) and len(done_second) > 0
-    if done[-1] < 350:  # the second job's own deadline came first: it saved there too
-        assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, second)
 
 
 def test_worker_killed_mid_training_fails_fast_and_a_resubmit_resumes(

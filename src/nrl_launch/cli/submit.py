@@ -104,10 +104,10 @@ def submit(
         raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
     prepared = flags.prepare()
     spec = prepared.spec
+    if chain is not None:  # the command's own mistakes first, then the machine's
+        spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
     container_checks.check(spec, on_host=True)
-    if chain is not None:
-        spec = _chained(spec, prepared.checkpointing)
     records = [launch(spec) for _ in range(chain or 1)]
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)
