@@ -144,10 +144,11 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
-    """--time 3 with a 1-minute margin: each job must save by 2 minutes into its driver. No
-    machine runs 100000 steps in that time, however fast: the first job saves at its deadline
-    and ends, COMPLETED; the second resumes from that save and does the same: every step runs
-    exactly once, in order, across the two."""
+    """--time 4 with a 3-minute margin: each job must save by 1 minute into its driver's
+    training (NeMo RL's clock starts after its setup, and on a busy 2-core machine bring-up and
+    setup take 1.5 minutes of the 4). No machine runs 100000 steps in that minute, however
+    fast: the first job saves at its deadline and ends, COMPLETED; the second resumes from that
+    save and does the same: every step runs exactly once, in order, across the two."""
     args = [
         "--config",
         GRPO,
@@ -155,7 +156,7 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
     ]
-    flags = [*project, "--time", "3", "--set", "nemo_rl.checkpoint_margin_min=1"]
+    flags = [*project, "--time", "4", "--set", "nemo_rl.checkpoint_margin_min=3"]
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
     first, second = result.out.split()
