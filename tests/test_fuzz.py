@@ -48,8 +48,8 @@ from pydantic import ValidationError
 
 from nrl_launch import backends
 from nrl_launch.backends import Request, plain, slurm
-from nrl_launch.layers import describe_errors
 from nrl_launch.spec import DEFAULT_DRIVERS, CachesSpec, LaunchSpec, reserved_env_name
+from nrl_launch.spec.layers import describe_errors
 from tests.conftest import need_tool
 
 EXAMPLES = int(os.environ.get("NRL_LAUNCH_FUZZ_EXAMPLES", "1000"))

@@ -20,8 +20,8 @@ import typer
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
-    from nrl_launch.layers import Resolved, Setting
     from nrl_launch.nemorl.job import Prepared
+    from nrl_launch.spec.layers import Resolved, Setting
 
 __all__ = [
     "Account",
@@ -92,12 +92,13 @@ class JobFlags:
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch import layers, output
+        from nrl_launch import output
         from nrl_launch.nemorl.job import prepare
+        from nrl_launch.spec import lint
 
         resolved = self.resolve(need_driver=need_driver)
         prepared = prepare(resolved, check=check)
-        for warning in layers.training_warnings(resolved):
+        for warning in lint.training_warnings(resolved):
             output.warn(warning)
         for note in prepared.notes if notes else ():
             output.note(note)
@@ -115,8 +116,9 @@ class JobFlags:
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none). Without
         `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
-        from nrl_launch import layers, output  # pydantic and yaml load here, not for --help
+        from nrl_launch import output
         from nrl_launch.errors import ConfigError
+        from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
         def load(base: Sequence[Setting]) -> Resolved:
             return layers.load(
@@ -137,7 +139,7 @@ class JobFlags:
             ):
                 raise
             resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        for warning in layers.warnings(resolved, cwd=Path.cwd(), ray=ray):
+        for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray):
             output.warn(warning)
         return resolved
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
-from nrl_launch.layers import Resolved, Setting, describe_errors
 from nrl_launch.nemorl import driver
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.spec.layers import Resolved, Setting, describe_errors
 from nrl_launch.storage import is_under, node_local_root
 
 if TYPE_CHECKING:

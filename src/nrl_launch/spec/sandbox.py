@@ -26,11 +26,12 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
+from nrl_launch.spec.fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
+from nrl_launch.spec.models import Mount
 from nrl_launch.storage import is_under
 
 if TYPE_CHECKING:
-    from nrl_launch.spec import LaunchSpec
+    from nrl_launch.spec.launch import LaunchSpec
 
 __all__ = [
     "DEFAULT_SANDBOX_BASE_PORT",
@@ -97,8 +98,6 @@ RAY_SUB_SANDBOX_ENV: dict[str, str] = {
 
 def _mount(value: Any) -> Any:
     """A mount as container.mounts takes it (SRC:DST[:FLAGS]), kept as that text."""
-    from nrl_launch.spec import Mount  # spec.py imports this module: not at its top
-
     try:
         return str(Mount.model_validate(value))
     except ValidationError as exc:
