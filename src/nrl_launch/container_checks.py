@@ -21,6 +21,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nrl_launch import shell
 from nrl_launch.errors import ConfigError
@@ -28,6 +29,9 @@ from nrl_launch.image_ray import ImageRay, image_ray
 from nrl_launch.nemorl.job import driver_workdir
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
+
+if TYPE_CHECKING:
+    from nrl_launch.backends.base import Backend
 
 __all__ = ["Finding", "check", "findings", "image_ray_findings", "site_mounts"]
 
@@ -159,6 +163,7 @@ def findings(
 def check(
     spec: LaunchSpec,
     *,
+    backend: Backend,
     on_host: bool,
     environ: Mapping[str, str] | None = None,
     keys: Collection[str] | None = None,
@@ -168,10 +173,10 @@ def check(
     ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
     errors warnings. When the job is refused, only the errors are said: they come first.
     With `keys`, only the findings of those keys (a profile has no submit dir of its own).
-    Without `ray` (run, pull: no Ray), the image's Ray is not asked about."""
-    from nrl_launch import backends, output
+    Without `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the
+    spec's (the caller has it: this module sits below the backends)."""
+    from nrl_launch import output
 
-    backend = backends.get(spec.backend)
     environ = os.environ if environ is None else environ
     found = image_ray_findings(spec, on_host=on_host) if ray else []
     # pyxis's rules, where it runs; elsewhere the job's image is the whole container.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from nrl_launch import __version__
-from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, state_phase
 from nrl_launch.errors import (
     ConfigError,
     JobNotFoundError,

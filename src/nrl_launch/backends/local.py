@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nrl_launch import __version__
-from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted
+from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted
 from nrl_launch.errors import UsageError
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec

@@ -162,7 +162,7 @@ def init(
     """Write a profile (account, partition, GPUs per node and how to ask for them, read from
     the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
     for what was not given; elsewhere it asks nothing."""
-    from nrl_launch import container_checks, paths
+    from nrl_launch import backends, container_checks, paths
     from nrl_launch.spec import layers, lint
 
     asking = _interactive()
@@ -195,7 +195,8 @@ def init(
         output.warn(line)
     # The image as pyxis will read it in every job of this profile (its file may be on storage
     # only the compute nodes have: that is checked at submit).
-    container_checks.check(checked.spec, on_host=False, keys=["container.image"])
+    backend = backends.get(checked.spec.backend)
+    container_checks.check(checked.spec, backend=backend, on_host=False, keys=["container.image"])
     written = {key: _value(checked.spec, key) for key in values}
     text = _profile_text(written)
     try:

@@ -92,12 +92,13 @@ class JobFlags:
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch import output
+        from nrl_launch import backends, output
         from nrl_launch.nemorl.job import prepare
         from nrl_launch.spec import lint
 
         resolved = self.resolve(need_driver=need_driver)
-        prepared = prepare(resolved, check=check)
+        time_limited = backends.time_limited(resolved.spec.backend)
+        prepared = prepare(resolved, time_limited=time_limited, check=check)
         for warning in lint.training_warnings(resolved):
             output.warn(warning)
         for note in prepared.notes if notes else ():

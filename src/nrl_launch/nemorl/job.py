@@ -77,9 +77,10 @@ class _Draft:
         return self.sources.get(key, _DEFAULT) != _DEFAULT
 
 
-def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
+def prepare(resolved: Resolved, *, time_limited: bool, check: bool | None = None) -> Prepared:
     """Apply the NeMo RL config to the spec; raise ConfigError with every problem when checking
-    (`check` None: the spec's nemo_rl.check) finds any."""
+    (`check` None: the spec's nemo_rl.check) finds any. `time_limited`: the spec's backend ends
+    its jobs at slurm.time (`backends.time_limited`), before which NeMo RL must save."""
     spec = resolved.spec
     nemo = spec.nemo_rl
     source, said, unchecked = _source(resolved)
@@ -112,7 +113,7 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
     _segment(draft, cfg, source.shown)
-    deadline = _deadline(draft, cfg)
+    deadline = _deadline(draft, cfg) if time_limited else []
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
@@ -331,14 +332,11 @@ def _validated(data: dict[str, Any], merged: dict[str, Setting]) -> LaunchSpec:
 
 
 def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """With checkpointing on, save before the time limit (checkpoint_must_save_by)."""
+    """With checkpointing on, save before the time limit (checkpoint_must_save_by); only for a
+    backend whose jobs end at one (else NeMo RL saves as its config says)."""
     if cfg.value("checkpointing.enabled", False) is not True:
         return []
     key = "checkpointing.checkpoint_must_save_by"
-    from nrl_launch import backends
-
-    if not backends.time_limited(draft.spec.backend):
-        return []  # nothing stops the job at a time: NeMo RL saves as its config says
     time = draft.spec.slurm.time
     if time is None:
         if draft.spec.nemo_rl.recipe is not None and cfg.value(key, None) is None:
