@@ -31,6 +31,7 @@ __all__ = [
     "Request",
     "SchedulerView",
     "Submitted",
+    "containers",
     "get",
     "plan",
     "state_phase",
@@ -82,3 +83,12 @@ def get(name: str) -> Backend:
 def plan(spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID") -> Request:
     """The request for `spec` on its backend; `script_path` is where the script will be."""
     return get(spec.backend).plan(spec, script_path, job_id)
+
+
+# The backends that can run a job in a container; the others run none, whatever a profile says.
+_CONTAINERS = frozenset(["slurm", "lepton"])
+
+
+def containers(name: str) -> bool:
+    """Whether backend `name` can run a job in a container (known without loading it)."""
+    return name in _CONTAINERS

@@ -137,6 +137,7 @@ class Backend(Protocol):
     slurm_cluster: bool
     shares_files: bool  # the job's log dir is on this machine's file systems: made here
     secrets_from_shell: bool  # secrets travel from this shell's environment (not references)
+    scheduler: str  # how a message names what runs its jobs: Slurm, the local backend
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

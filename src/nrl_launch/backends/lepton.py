@@ -178,7 +178,7 @@ def _nothing_sent(exc: BaseException) -> bool:
 
 
 def unique_name(name: str) -> str:
-    """`name` with the suffix submit adds (spec.LEPTON_NAME_SUFFIX characters: '-' and five
+    """`name` with the suffix submit adds (rules.LEPTON_NAME_SUFFIX characters: '-' and five
     random hex digits), so that every job, and its log dir, has a name of its own."""
     import secrets
 
@@ -467,6 +467,7 @@ class LeptonBackend:
     slurm_cluster = False
     shares_files = False  # the log dir is on the workers' storage, not this machine's
     secrets_from_shell = False  # secrets are Lepton secrets, referenced by name
+    scheduler = "the lepton backend"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

@@ -81,6 +81,7 @@ class LocalBackend:
     slurm_cluster = False
     shares_files = True
     secrets_from_shell = True
+    scheduler = "the local backend"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

@@ -360,6 +360,7 @@ class SlurmBackend:
     slurm_cluster = True
     shares_files = True
     secrets_from_shell = True
+    scheduler = "Slurm"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

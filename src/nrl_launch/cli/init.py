@@ -191,7 +191,8 @@ def init(
     if asking:
         _ask(values, sources, lambda name: read_cluster(_query, partition=name, user=user))
     checked = _checked(values, sources)
-    for line in lint.warnings(checked, cwd=Path.cwd()):
+    containers = backends.containers(checked.spec.backend)
+    for line in lint.warnings(checked, cwd=Path.cwd(), containers=containers):
         output.warn(line)
     # The image as pyxis will read it in every job of this profile (its file may be on storage
     # only the compute nodes have: that is checked at submit).
@@ -219,10 +220,12 @@ def init(
 
 def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:
     """`values` validated as the job spec validates them, or ConfigError naming each key."""
+    from nrl_launch.backends import rules
     from nrl_launch.spec import layers
 
     settings = [layers.Setting(key, value, sources[key]) for key, value in values.items()]
-    return layers.resolve([settings, [layers.Setting("interactive", True, "init")]])
+    interactive = [layers.Setting("interactive", True, "init")]
+    return layers.resolve([settings, interactive], backend_rules=rules.check)
 
 
 def _target(flag: Path | None) -> Path:

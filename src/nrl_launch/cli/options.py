@@ -93,12 +93,15 @@ class JobFlags:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
         from nrl_launch import backends, output
+        from nrl_launch.backends import rules
         from nrl_launch.nemorl.job import prepare
         from nrl_launch.spec import lint
 
         resolved = self.resolve(need_driver=need_driver)
         time_limited = backends.time_limited(resolved.spec.backend)
-        prepared = prepare(resolved, time_limited=time_limited, check=check)
+        prepared = prepare(
+            resolved, time_limited=time_limited, backend_rules=rules.check, check=check
+        )
         for warning in lint.training_warnings(resolved):
             output.warn(warning)
         for note in prepared.notes if notes else ():
@@ -117,7 +120,8 @@ class JobFlags:
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none). Without
         `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
-        from nrl_launch import output
+        from nrl_launch import backends, output
+        from nrl_launch.backends import rules
         from nrl_launch.errors import ConfigError
         from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
@@ -130,6 +134,7 @@ class JobFlags:
                 cwd=Path.cwd(),
                 flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
                 sets=self.sets,
+                backend_rules=rules.check,
             )
 
         try:
@@ -140,7 +145,8 @@ class JobFlags:
             ):
                 raise
             resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray):
+        containers = backends.containers(resolved.spec.backend)
+        for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
             output.warn(warning)
         return resolved
 

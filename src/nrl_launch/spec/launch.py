@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -88,8 +89,11 @@ class LaunchSpec(_Spec):
         """The nodes the job allocates: slurm.nodes (its GPU nodes), and its dedicated Ray head."""
         return self.slurm.nodes + (1 if self.ray.dedicated_head else 0)
 
+    # What the spec's backend cannot run is the backend's to say (`backends.rules.check`); the
+    # spec sits below the backends, so whoever validates a user's spec hands that check in, as
+    # the validation context's "backend_rules" (`layers.resolve`, `nemorl.job.prepare`).
     @model_validator(mode="after")
-    def _check(self) -> LaunchSpec:
+    def _check(self, info: ValidationInfo) -> LaunchSpec:
         if self.interactive and self.driver.command is not None:
             raise ValueError(
                 "driver.command is set but the job is interactive: "
@@ -111,23 +115,9 @@ class LaunchSpec(_Spec):
                 "driver.command is not set: give the driver after `--` (e.g. -- uv run "
                 "examples/run_grpo.py), or pass --interactive for a cluster that stays up"
             )
-        if self.backend == "local" and self.slurm.nodes != 1:
-            raise ValueError(
-                f"slurm.nodes: the local backend runs one node on this machine, not "
-                f"{self.slurm.nodes}; use --nodes 1, or --backend slurm"
-            )
-        if self.backend == "local" and self.ray.dedicated_head:
-            raise ValueError(
-                "ray.dedicated_head: the local backend runs one node on this machine, the head "
-                "with its GPUs; drop --dedicated-head, or use --backend slurm"
-            )
-        if self.backend == "local" and self.container.runtime != "none":
-            raise ValueError(
-                "container.runtime: the local backend runs without a container (pyxis is a Slurm "
-                "plugin); use --container-runtime none"
-            )
-        if self.backend == "lepton":
-            _check_lepton(self)
+        backend_rules = (info.context or {}).get("backend_rules")
+        if backend_rules is not None:
+            backend_rules(self)
         _check_worker_ports(self.ray.ports, self.slurm.gpus_per_node)
         check_sandbox(self)
         if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
@@ -181,58 +171,6 @@ def _check_worker_ports(ports: RayPorts, gpus: int) -> None:
         )
 
 
-# Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit
-# adds 6 ('-' and 5 of a-z0-9) so that every job, and so its log dir, has a name of its own.
-LEPTON_NAME_SUFFIX = 6
-_LEPTON_NAME = re.compile(rf"[a-z][a-z0-9-]{{0,{35 - LEPTON_NAME_SUFFIX}}}")
-_LEPTON_SHAPE_GPUS = re.compile(r"gpu\.(\d+)x")
-
-
-def _check_lepton(spec: LaunchSpec) -> None:
-    """What a job needs to run on Lepton: where (shape, node group), its image, and a log dir
-    on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
-    lepton, name = spec.lepton, spec.slurm.job_name
-    if spec.ray.dedicated_head:
-        raise ValueError(
-            "ray.dedicated_head: not on lepton (its workers are all of one GPU shape); drop "
-            "--dedicated-head, or use --backend slurm"
-        )
-    for key in ("resource_shape", "node_group"):
-        if getattr(lepton, key) is None:
-            raise ValueError(f"lepton.{key}: backend lepton needs it (see `lep node list`)")
-    if not _LEPTON_NAME.fullmatch(name) or name.endswith("-"):
-        raise ValueError(
-            f"slurm.job_name: {name!r} is not a Lepton job name: up to "
-            f"{36 - LEPTON_NAME_SUFFIX} of a-z, 0-9 and '-', starting with a letter, not ending "
-            "with '-' (submit adds a suffix of its own)"
-        )
-    image = spec.container.image
-    if image is None or image.startswith(("/", ".")) or image.endswith(".sqsh"):
-        raise ValueError(
-            f"container.image: backend lepton pulls a registry image (e.g. nvcr.io/nvidia/"
-            f"nemo-rl:v0.6.0), not {image!r}"
-        )
-    if spec.container.mounts:
-        raise ValueError("container.mounts: on lepton, storage is mounted with lepton.mounts")
-    if spec.container.workdir is not None:
-        raise ValueError(
-            "container.workdir: on lepton the job starts in its image's own workdir; set "
-            "driver.workdir for the driver"
-        )
-    shape = _LEPTON_SHAPE_GPUS.match(lepton.resource_shape or "")
-    if shape and int(shape[1]) != spec.slurm.gpus_per_node:
-        raise ValueError(
-            f"slurm.gpus_per_node: {spec.slurm.gpus_per_node}, but lepton.resource_shape "
-            f"{lepton.resource_shape!r} gives each worker {shape[1]}"
-        )
-    base = spec.logs.base_dir.rstrip("/")
-    mounted = [m.mount_path.rstrip("/") for m in lepton.mounts]
-    if not any(base == m or base.startswith(m + "/") for m in mounted):
-        raise ValueError(
-            f"logs.base_dir: {spec.logs.base_dir!r} must be an absolute path on storage every "
-            f"worker mounts (lepton.mounts: {', '.join(mounted) or 'none'}), where the head and "
-            "the workers meet"
-        )
-    for env in lepton.secret_refs:
-        if spec.secrets.get(env, "off") == "off":
-            raise ValueError(f"lepton.secret_refs.{env}: {env} is not one of the job's secrets")
+# What a spec's backend cannot run (`backends.rules.check`): raises ValueError, one line naming
+# the keys; handed to validation as the context's "backend_rules" (see `LaunchSpec._check`).
+BackendRules = Callable[[LaunchSpec], None]

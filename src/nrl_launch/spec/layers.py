@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from nrl_launch import paths, trust
 from nrl_launch.errors import ConfigError
 from nrl_launch.spec.describe import describe_errors
-from nrl_launch.spec.launch import LaunchSpec
+from nrl_launch.spec.launch import BackendRules, LaunchSpec
 from nrl_launch.spec.sandbox import (
     RAY_SUB_SANDBOX_ENV,
     exposed_log_mount,
@@ -34,6 +34,7 @@ from nrl_launch.spec.setting import DEFAULT, Resolved, Setting
 __all__ = [
     "DEFAULT",
     "RAY_SUB_ENV",
+    "BackendRules",
     "Resolved",
     "Setting",
     "describe_errors",
@@ -300,11 +301,15 @@ def _nest(settings: Iterable[Setting]) -> dict[str, Any]:
     return root
 
 
-def resolve(layers: Sequence[Sequence[Setting]]) -> Resolved:
-    """Merge the layers (lowest precedence first), validate once, and keep each value's source."""
+def resolve(
+    layers: Sequence[Sequence[Setting]], *, backend_rules: BackendRules | None = None
+) -> Resolved:
+    """Merge the layers (lowest precedence first), validate once, and keep each value's source.
+    `backend_rules`: what the spec's backend cannot run (`backends.rules.check`)."""
     merged = _merge(s for layer in layers for s in layer)
+    context = {"backend_rules": backend_rules}
     try:
-        spec = LaunchSpec.model_validate(_nest(merged.values()))
+        spec = LaunchSpec.model_validate(_nest(merged.values()), context=context)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, merged)) from None
     sources = {key: DEFAULT for key, _ in flatten(spec.model_dump(mode="json"))}
@@ -323,6 +328,7 @@ def load(
     flags: Sequence[Setting],
     sets: Sequence[str],
     base: Sequence[Setting] = (),
+    backend_rules: BackendRules | None = None,
 ) -> Resolved:
     """Read every layer and resolve the spec. The order of this list is the precedence.
 
@@ -339,7 +345,8 @@ def load(
             env_settings(environ),
             flags,
             parse_set(sets),
-        ]
+        ],
+        backend_rules=backend_rules,
     )
     exposed = exposed_log_mount(resolved.spec, cwd)
     if exposed:

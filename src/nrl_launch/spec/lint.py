@@ -16,10 +16,13 @@ from nrl_launch.storage import node_local_root
 __all__ = ["training_warnings", "warnings"]
 
 
-def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
+def warnings(
+    resolved: Resolved, *, cwd: Path, ray: bool = True, containers: bool = True
+) -> list[str]:
     """What the job would get wrong without a word from Slurm or the job: one line each.
     `cwd`: where a relative path is taken from (the job is submitted from there). Without
-    `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used."""
+    `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used. Without
+    `containers`, the spec's backend runs no container (`backends.containers`)."""
     spec, sources = resolved.spec, resolved.sources
     found = []
     read = {source for key, source in sources.items() if ray or not key.startswith(_RAY_JOB_ONLY)}
@@ -41,8 +44,9 @@ def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
             f"GPU nodes ({spec.slurm.nodes}), so keep cluster.num_nodes as it was"
         )
     # Only where no one chose to run without a container (pull does, whatever the profile says;
-    # the local backend never runs one, and a profile's mounts are for the cluster's jobs).
-    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT or spec.backend == "local"
+    # a backend without `containers` never runs one, and a profile's mounts are for the
+    # cluster's jobs).
+    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT or not containers
     if spec.container.mounts and spec.container.runtime == "none" and not chosen:
         found.append(
             f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
