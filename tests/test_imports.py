@@ -87,6 +87,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "nrl_launch.enroot",
         "nrl_launch.image_ray",
+        "nrl_launch.container_image",
         "nrl_launch.container_checks",
         "nrl_launch.templating",
     ),
