@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from nrl_launch import shell
 from nrl_launch.container_image import (
-    _NO_CHECK,
+    NO_CHECK,
     Finding,
-    _exists,
-    _image,
+    exists,
+    image_findings,
     image_ray_findings,
 )
 from nrl_launch.errors import ConfigError
@@ -139,11 +139,11 @@ def findings(
     home = environ.get("HOME") or None
     sandbox: list[Finding] = []
     if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
-        sandbox = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
+        sandbox = image_findings("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
     if container.runtime != "pyxis":
         return sandbox + (_on_this_machine(spec, submit_dir) if on_host else [])
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
-    found = _image("container.image", container.image or "", submit_dir, home, on_host)
+    found = image_findings("container.image", container.image or "", submit_dir, home, on_host)
     found += _mounts(spec, on_host)
     found += _workdirs(spec, view, _submit_dirs(submit_dir, environ), on_host)
     found += _driver(spec, view, submit_dir, on_host)
@@ -200,12 +200,12 @@ def _mounts(spec: LaunchSpec, on_host: bool) -> list[Finding]:
     key, found = "container.mounts", []
     for mount in spec.container.mounts:
         root = node_local_root(mount.src)
-        if on_host and not _exists(mount.src):
+        if on_host and not exists(mount.src):
             found.append(
                 Finding(
                     key,
                     f"{key} {mount}: source {mount.src} does not exist, and pyxis refuses a "
-                    f"mount without one on every node; create it or fix the mount ({_NO_CHECK} "
+                    f"mount without one on every node; create it or fix the mount ({NO_CHECK} "
                     "if only the compute nodes have it)",
                     error=True,
                 )
@@ -293,11 +293,11 @@ def _driver(spec: LaunchSpec, view: _View, submit_dir: str, on_host: bool) -> li
             continue  # the image's own (/usr/bin/python3)
         host = view.host_path(arg if arg.startswith("/") else posixpath.join(base, arg))
         if host is not None:
-            if script and on_host and not _exists(host):
+            if script and on_host and not exists(host):
                 found.append(_missing(spec, arg, base, host))
         elif not arg.startswith("/"):
             continue  # in a workdir inside the image: the workdir's own line says so
-        elif on_host and _exists(arg) and (script or node_local_root(arg) is None):
+        elif on_host and exists(arg) and (script or node_local_root(arg) is None):
             # Not a node-local dir such as /tmp: every container has one of its own.
             found.append(
                 Finding(
@@ -341,7 +341,7 @@ def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
     found = []
     for word, moved in shell.sourced(spec.setup or ""):
         path = posixpath.join(base, word)
-        if not moved and not _exists(path):
+        if not moved and not exists(path):
             found.append(
                 Finding(
                     "setup",
@@ -358,7 +358,7 @@ def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
     scripts = set(spec.nemo_rl.drivers.values())
     for arg in spec.driver.command or ():
         path = posixpath.join(base, arg)
-        if arg in scripts and not _exists(path):
+        if arg in scripts and not exists(path):
             found.append(
                 Finding(
                     "driver command",

@@ -14,10 +14,10 @@ from nrl_launch.image_ray import ImageRay, image_ray
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import node_local_root
 
-__all__ = ["Finding", "image_ray_findings"]
+__all__ = ["IMAGE_FILE", "NO_CHECK", "Finding", "exists", "image_findings", "image_ray_findings"]
 
-_IMAGE_FILE = (".sqsh", ".squashfs")
-_NO_CHECK = "--no-check"
+IMAGE_FILE = (".sqsh", ".squashfs")
+NO_CHECK = "--no-check"
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
     if spec.container.runtime != "pyxis" or not image or spec.ray.auth != "token":
         return []
     listing = None
-    if on_host and image.startswith(("/", ".")) and _exists(image):
+    if on_host and image.startswith(("/", ".")) and exists(image):
         listing = _listing(image)
     if image.startswith(("/", ".")) and listing is None:
         if not on_host:
@@ -85,14 +85,16 @@ def _listing(image: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _image(key: str, image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
+def image_findings(
+    key: str, image: str, submit_dir: str, home: str | None, on_host: bool
+) -> list[Finding]:
     """What keeps pyxis from using `image` (the value of `key`) as the job means it."""
     scheme = image.partition("://")[0] if "://" in image else None
     if scheme is not None and scheme != "docker":
         return []  # dockerd:// and podman://: a local daemon's images, named as it names them
     if not image.startswith(("/", ".")):
         # pyxis reads an image as a file only when it starts with / or . (strspn(image, "./")).
-        if not image.lower().endswith(_IMAGE_FILE) and not image.startswith("~"):
+        if not image.lower().endswith(IMAGE_FILE) and not image.startswith("~"):
             return _reference(key, image)
         if image.startswith("~/") and home:
             absolute = home.rstrip("/") + image[1:]
@@ -147,7 +149,7 @@ def _reference(key: str, image: str) -> list[Finding]:
 
 def _file_problem(path: str) -> str | None:
     """What keeps the steps from reading the file `path`, as this machine sees it."""
-    if not _exists(path):
+    if not exists(path):
         return "no such file"
     if Path(path).is_dir():
         return "a directory, not a .sqsh file"
@@ -156,6 +158,6 @@ def _file_problem(path: str) -> str | None:
     return None
 
 
-def _exists(path: str) -> bool:
+def exists(path: str) -> bool:
     """Whether `path` exists on this machine (a broken symlink does not)."""
     return Path(path).exists()

@@ -25,13 +25,13 @@ from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, 
 from nrl_launch.backends.lepton_sdk import (
     INSTALL_HINT,
     NO_WORKSPACE,
-    _client,
-    _detail,
-    _failed,
-    _nothing_sent,
-    _sdk,
-    _status_code,
     credentials,
+    error_detail,
+    failed,
+    nothing_sent,
+    require_sdk,
+    status_code,
+    workspace_client,
 )
 from nrl_launch.backends.lepton_view import LEPTON_STATES, head_name, job_view, worker_of
 from nrl_launch.errors import (
@@ -231,7 +231,7 @@ def job_json(job: LeptonJob) -> str:
 
 def plan(spec: LaunchSpec) -> Request:
     """The Lepton request for `spec`: the script every worker runs, and the job that runs it."""
-    _sdk()
+    require_sdk()
     script = render(
         TEMPLATE,
         spec=_for_template(spec),
@@ -250,18 +250,18 @@ def _get(client: APIClient, job_id: str) -> LeptonJob | None:
     try:
         return client.job.get(job_id)
     except (RuntimeError, OSError) as exc:
-        if _status_code(exc) == 404:
+        if status_code(exc) == 404:
             return None
-        raise _failed(exc, f"asking about job {job_id}") from None
+        raise failed(exc, f"asking about job {job_id}") from None
 
 
 def _replica_id(client: APIClient, job_id: str, worker: int) -> str | None:
     try:
         replicas = client.job.get_replicas(job_id)
     except (RuntimeError, OSError) as exc:
-        if _status_code(exc) == 404:
+        if status_code(exc) == 404:
             return None
-        raise _failed(exc, f"listing the workers of job {job_id}") from None
+        raise failed(exc, f"listing the workers of job {job_id}") from None
     ids: list[str] = [r.metadata.id_ for r in replicas if r.metadata.id_]
     return next((i for i in ids if worker_of(job_id, i) == worker), None)
 
@@ -271,7 +271,7 @@ def _node_group_ids(client: APIClient, names: list[str]) -> list[str]:
     try:
         groups = client.nodegroup.list_all()
     except (RuntimeError, OSError) as exc:
-        raise _failed(exc, "listing the workspace's node groups") from None
+        raise failed(exc, "listing the workspace's node groups") from None
     ids = []
     for name in names:
         named = [g.metadata.id_ for g in groups if g.metadata.name == name and g.metadata.id_]
@@ -327,7 +327,7 @@ class LeptonBackend:
 
         if request.job_spec is None:
             raise ValueError("a Lepton request carries its job (job_spec)")
-        client = _client()
+        client = workspace_client()
         job = LeptonJob.model_validate_json(request.job_spec)
         affinity = job.spec.affinity
         if affinity is not None and affinity.allowed_dedicated_node_groups:
@@ -340,10 +340,10 @@ class LeptonBackend:
         except ValueError as exc:  # the SDK's checks, which plan ran already
             raise ConfigError([f"lepton: {' '.join(str(exc).split())}"]) from None
         except (RuntimeError, OSError) as exc:
-            if _nothing_sent(exc):
-                raise _failed(exc, f"creating job {name}") from None
+            if nothing_sent(exc):
+                raise failed(exc, f"creating job {name}") from None
             raise UnconfirmedSubmitError(
-                f"Lepton: creating job {name} may have worked ({_detail(exc)}): "
+                f"Lepton: creating job {name} may have worked ({error_detail(exc)}): "
                 "see `lep job list` before submitting again"
             ) from None
         if not created.metadata.id_:
@@ -353,7 +353,7 @@ class LeptonBackend:
     def describe(self, jobs: Sequence[JobRef]) -> dict[str, SchedulerView]:
         if not jobs:
             return {}
-        client = _client()
+        client = workspace_client()
         views = {}
         for ref in jobs:
             job = _get(client, ref.job_id)
@@ -366,7 +366,7 @@ class LeptonBackend:
         listed, with its logs, as Stopped (deleting it would lose both)."""
         if not jobs:
             return []
-        client = _client()
+        client = workspace_client()
         ended = []
         for ref in jobs:
             job = _get(client, ref.job_id)
@@ -378,11 +378,11 @@ class LeptonBackend:
                 # says LeptonJob): a whole spec would reset every other field.
                 client.job.update(ref.job_id, spec=cast(Any, {"spec": {"stopped": True}}))
             except (RuntimeError, OSError) as exc:
-                raise _failed(exc, f"stopping job {ref.job_id}") from None
+                raise failed(exc, f"stopping job {ref.job_id}") from None
         return ended
 
     def head_node(self, job: JobRef) -> str:
-        if _replica_id(_client(), job.job_id, 0) is None:
+        if _replica_id(workspace_client(), job.job_id, 0) is None:
             raise JobNotRunningError(
                 f"Lepton lists no worker 0 for job {job.job_id}: is it running?"
             )
@@ -394,7 +394,7 @@ class LeptonBackend:
     def replica_log(self, job_id: str, worker: int) -> str:
         """The newest LOG_LINES lines of worker `worker`'s output, oldest first, from Lepton's
         log store (it keeps a finished job's, unlike the live stream of a running worker)."""
-        client = _client()
+        client = workspace_client()
         job = _get(client, job_id)
         replica = _replica_id(client, job_id, worker) if job is not None else None
         if job is None or replica is None:
@@ -413,7 +413,7 @@ class LeptonBackend:
                 direction="backward",
             )
         except (RuntimeError, OSError) as exc:
-            raise _failed(exc, f"reading worker {worker}'s log of job {job_id}") from None
+            raise failed(exc, f"reading worker {worker}'s log of job {job_id}") from None
         return log_text(found)
 
 

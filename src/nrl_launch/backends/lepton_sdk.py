@@ -18,7 +18,17 @@ from nrl_launch.errors import (
 if TYPE_CHECKING:
     from leptonai.api.v2.client import APIClient
 
-__all__ = ["INSTALL_HINT", "NO_WORKSPACE", "credentials"]
+__all__ = [
+    "INSTALL_HINT",
+    "NO_WORKSPACE",
+    "credentials",
+    "error_detail",
+    "failed",
+    "nothing_sent",
+    "require_sdk",
+    "status_code",
+    "workspace_client",
+]
 
 INSTALL_HINT = "backend lepton needs the leptonai SDK: pip install 'nrl-launch[lepton]'"
 NO_WORKSPACE = (
@@ -31,7 +41,7 @@ _DETAIL_CHARS = 300
 # ---- The SDK and the workspace ----
 
 
-def _sdk() -> None:
+def require_sdk() -> None:
     """Import the SDK's client (and with it every model), or say how to install it."""
     try:
         import leptonai.api.v2.client  # noqa: F401  # the import itself is the check
@@ -69,15 +79,15 @@ def credentials(environ: Mapping[str, str]) -> tuple[str, str]:
     return workspace, token
 
 
-def _client() -> APIClient:
-    _sdk()
+def workspace_client() -> APIClient:
+    require_sdk()
     from leptonai.api.v2.client import APIClient
 
     workspace, token = credentials(os.environ)
     return APIClient(workspace_id=workspace, auth_token=token)
 
 
-def _detail(exc: BaseException) -> str:
+def error_detail(exc: BaseException) -> str:
     """What went wrong, on one line: the API's own message where it gave one."""
     response = getattr(exc, "response", None)
     if response is not None:
@@ -95,22 +105,22 @@ def _detail(exc: BaseException) -> str:
     return detail if len(detail) <= _DETAIL_CHARS else detail[: _DETAIL_CHARS - 3] + "..."
 
 
-def _status_code(exc: BaseException) -> int | None:
+def status_code(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     code = getattr(response, "status_code", None)
     return code if isinstance(code, int) else None
 
 
-def _failed(exc: BaseException, doing: str) -> SchedulerError:
-    return SchedulerError(f"Lepton: {doing} failed ({_detail(exc)})")
+def failed(exc: BaseException, doing: str) -> SchedulerError:
+    return SchedulerError(f"Lepton: {doing} failed ({error_detail(exc)})")
 
 
-def _nothing_sent(exc: BaseException) -> bool:
+def nothing_sent(exc: BaseException) -> bool:
     """Whether a request failed before it could reach the API: no connection was made (refused,
     no such host, connect timeout, proxy or TLS failure), or the API refused it (4xx)."""
     import requests
 
-    code = _status_code(exc)
+    code = status_code(exc)
     if code is not None:
         return code < 500
     if isinstance(exc, (requests.ConnectTimeout, requests.exceptions.ProxyError)):

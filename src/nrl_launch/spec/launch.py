@@ -30,12 +30,12 @@ from nrl_launch.spec.models import (
     RaySpec,
     SecretNeed,
     SlurmSpec,
-    _Spec,
+    SpecBase,
 )
 from nrl_launch.spec.sandbox import SandboxSpec, check_sandbox
 
 
-class LaunchSpec(_Spec):
+class LaunchSpec(SpecBase):
     """Everything needed to render and launch one job."""
 
     # slurm: a batch job on a Slurm cluster; local: the same bring-up on this machine, one node.
@@ -47,7 +47,7 @@ class LaunchSpec(_Spec):
     ray: RaySpec = RaySpec()
     logs: LogsSpec = LogsSpec()
     caches: CachesSpec = CachesSpec()
-    # pydantic copies a field's default for each model (ruff cannot see _Spec is pydantic's).
+    # pydantic copies a default for each model (ruff cannot tell SpecBase is pydantic's).
     env: dict[EnvName, Annotated[Text, BeforeValidator(as_text)]] = {}  # noqa: RUF012
     secrets: dict[EnvName, SecretNeed] = DEFAULT_SECRETS
     setup: Text | None = None

@@ -38,11 +38,13 @@ from nrl_launch.spec.fields import (
 )
 
 
-class _Spec(BaseModel):
+class SpecBase(BaseModel):
+    """Every section of the spec: unknown keys refused, frozen, defaults validated too."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-class Mount(_Spec):
+class Mount(SpecBase):
     """A bind mount, written `SRC:DST[:FLAGS]` (or `PATH` for the same path inside)."""
 
     src: Text
@@ -77,7 +79,7 @@ class Mount(_Spec):
         return f"{self.src}:{self.dst}" + (f":{self.flags}" if self.flags else "")
 
 
-class SlurmSpec(_Spec):
+class SlurmSpec(SpecBase):
     # squeue and sacct print one job per line: a control character in a name would split it.
     job_name: Annotated[NonEmpty, BeforeValidator(as_text), AfterValidator(printable)] = (
         "nrl-launch"
@@ -135,7 +137,7 @@ class SlurmSpec(_Spec):
         return value
 
 
-class ContainerSpec(_Spec):
+class ContainerSpec(SpecBase):
     runtime: Literal["pyxis", "none"]
     image: NonEmpty | None = None
     mounts: tuple[Mount, ...] = ()
@@ -166,7 +168,7 @@ class ContainerSpec(_Spec):
         return self
 
 
-class RayPorts(_Spec):
+class RayPorts(SpecBase):
     """Every port Ray opens. The same ports are used on every node (one raylet per node)."""
 
     gcs: Port = 1200
@@ -203,7 +205,7 @@ class RayPorts(_Spec):
         return self
 
 
-class RayTimeouts(_Spec):
+class RayTimeouts(SpecBase):
     """Bounds, in seconds, on each wait of the bring-up: nothing waits forever."""
 
     head_start_s: Int = Field(default=300, ge=1)
@@ -220,7 +222,7 @@ def _yaml_switch(value: Any) -> Any:
     return value
 
 
-class RaySpec(_Spec):
+class RaySpec(SpecBase):
     ports: RayPorts = RayPorts()
     timeouts: RayTimeouts = RayTimeouts()
     # token: Ray's token authentication (Ray >= 2.52) with a fresh token per job, so that no
@@ -237,7 +239,7 @@ class RaySpec(_Spec):
     dedicated_head: bool = False
 
 
-class LeptonMount(_Spec):
+class LeptonMount(SpecBase):
     """Storage every Lepton worker mounts: `path` of the volume `source` at `mount_path`."""
 
     source: NonEmpty  # the volume, as Lepton names it: node-nfs:<volume>, or a storage name
@@ -251,7 +253,7 @@ class LeptonMount(_Spec):
         return value
 
 
-class LeptonSpec(_Spec):
+class LeptonSpec(SpecBase):
     """Where a job runs on DGX Cloud Lepton (backend lepton): one worker per node."""
 
     resource_shape: NonEmpty | None = None  # e.g. gpu.8xh100-80gb: GPUs and their kind, per worker
@@ -265,7 +267,7 @@ class LeptonSpec(_Spec):
     max_failure_retry: Int = Field(default=0, ge=0)
 
 
-class LogsSpec(_Spec):
+class LogsSpec(SpecBase):
     # Relative paths are relative to the directory `sbatch` runs in, as with ray.sub.
     base_dir: SbatchValue = "."
 
@@ -279,7 +281,7 @@ class LogsSpec(_Spec):
         return value
 
 
-class CachesSpec(_Spec):
+class CachesSpec(SpecBase):
     """Caches every node must share: HF conversions and uv builds race or fail on node-local
     caches. `dir` alone sets them all (`caches: /lustre/me/cache` is short for it); a key of its
     own moves one of them elsewhere."""
@@ -356,7 +358,7 @@ DEFAULT_DRIVERS = {
 }
 
 
-class NemoRLSpec(_Spec):
+class NemoRLSpec(SpecBase):
     """The NeMo RL config the job trains with. nrl-launch reads it to size and check the job
     before queueing, and with a recipe builds the driver command itself."""
 
@@ -390,7 +392,7 @@ class NemoRLSpec(_Spec):
         return self
 
 
-class DriverSpec(_Spec):
+class DriverSpec(SpecBase):
     command: tuple[Text, ...] | None = None
     workdir: Text | None = None
 
