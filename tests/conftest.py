@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nrl_launch.cli import main
-from nrl_launch.layers import RAY_SUB_ENV
+from nrl_launch.spec.layers import RAY_SUB_ENV
 from tests.fakes import FakeSlurm, install
 
 REPO = Path(__file__).resolve().parents[1]

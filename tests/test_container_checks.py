@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nrl_launch import container_checks, storage
+from nrl_launch import backends, container_checks, storage
 from nrl_launch.container_checks import Finding, findings
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
@@ -543,7 +543,7 @@ def test_a_local_job_whose_setup_file_is_there_is_not_refused(
     job = LaunchSpec.model_validate(
         {"backend": "local", "setup": "source .venv/bin/activate", "driver": {"command": ["x"]}}
     )
-    container_checks.check(job, on_host=True)
+    container_checks.check(job, backend=backends.get(job.backend), on_host=True)
     assert capsys.readouterr().err == ""
 
 

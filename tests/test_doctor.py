@@ -21,10 +21,10 @@ from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.doctor import probe as node_probe
 from nrl_launch.errors import ConfigError
 from nrl_launch.jobs.launch import check_log_base
-from nrl_launch.layers import Resolved, Setting, resolve
 from nrl_launch.runner import Completed
 from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
+from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck
 from tests.test_imports import imported, roots
 

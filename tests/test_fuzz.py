@@ -47,9 +47,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from nrl_launch import backends
-from nrl_launch.backends import Request, plain, slurm
-from nrl_launch.layers import describe_errors
+from nrl_launch.backends import Request, slurm
 from nrl_launch.spec import DEFAULT_DRIVERS, CachesSpec, LaunchSpec, reserved_env_name
+from nrl_launch.spec.layers import describe_errors
 from tests.conftest import need_tool
 
 EXAMPLES = int(os.environ.get("NRL_LAUNCH_FUZZ_EXAMPLES", "1000"))
@@ -700,7 +700,7 @@ def test_whole_spec(tmp_path: Path) -> None:
         note(f"spec: {spec.model_dump_json()}")
         requests: dict[str, Request] = {spec.backend: backends.plan(spec)}
         if spec.backend == "slurm" and spec.driver.command:
-            requests["plain"] = plain.plan(spec)
+            requests["plain"] = slurm.plan_plain(spec)
         secrets = {name: _secret(name) for name in spec.secrets}
         for kind, request in requests.items():
             _bash_n(request.script)
@@ -772,4 +772,4 @@ def test_only_validation_errors(data: dict[str, Any]) -> None:
     if spec is not None:
         _bash_n(backends.plan(spec).script)
         if spec.backend == "slurm":
-            _bash_n(plain.plan(spec).script)
+            _bash_n(slurm.plan_plain(spec).script)

@@ -1,10 +1,13 @@
 """The CLI stays fast: `ray` is never imported on the render path, and `--help` imports none
-of the heavy libraries (they load inside the commands that need them)."""
+of the heavy libraries (they load inside the commands that need them). And the package is
+layered: its modules import only downward (LAYERS), and never in a circle."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import EXAMPLES
 
@@ -57,3 +60,120 @@ def test_a_command_imports_only_what_it_runs() -> None:
     assert not {"nrl_launch.nemorl.layout", "nrl_launch.jobs.launch"} & modules
     plan = imported("plan", "--config", str(EXAMPLES / "tiny-rl/examples/configs/grpo_tiny.yaml"))
     assert "omegaconf" in roots(plan) and not roots(plan) & {"jinja2", "rich"}
+
+
+# ---- Layering: the package's modules import only downward, and never in a circle ----
+
+# The layers of src/nrl_launch, lowest first. A module may import modules of its own layer and
+# of the layers below it, never of one above. A name stands for the module and everything under
+# it; the longest name that matches a module decides its layer (nrl_launch itself, the package's
+# __init__, is the lowest). The graph counts every import: at the top of a module and inside its
+# functions alike, except those under `if TYPE_CHECKING:`, which never run.
+LAYERS: list[tuple[str, ...]] = [
+    # The base: errors, quoting, on-disk locations, the one subprocess module, output.
+    (
+        "nrl_launch",
+        "nrl_launch.errors",
+        "nrl_launch.shell",
+        "nrl_launch.paths",
+        "nrl_launch.runner",
+        "nrl_launch.output",
+        "nrl_launch.storage",
+        "nrl_launch.trust",
+    ),
+    ("nrl_launch.spec",),  # the job spec: model, layering of its sources, warnings
+    ("nrl_launch.nemorl",),  # the NeMo RL config read against the spec
+    # What the job's container and script need: image checks and the templates.
+    (
+        "nrl_launch.enroot",
+        "nrl_launch.image_ray",
+        "nrl_launch.container_image",
+        "nrl_launch.container_checks",
+        "nrl_launch.templating",
+    ),
+    ("nrl_launch.backends",),  # where a job runs: plan (render) and talk to the scheduler
+    ("nrl_launch.jobs", "nrl_launch.doctor"),  # job records and their state; the checks
+    ("nrl_launch.cli", "nrl_launch.__main__"),  # the command line, on top of everything
+]
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded |= {id(inner) for inner in ast.walk(node)}
+    return guarded
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package, and the package's modules it imports."""
+    paths = {_module_name(p): p for p in sorted((SRC / "nrl_launch").rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        guarded = _type_checking_only(tree)
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in guarded:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{name}: a relative import"
+                # `from a import b` imports module a.b when there is one, else a name of a.
+                targets |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
+                    for a in node.names
+                }
+        graph[name] = {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def layer(module: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, names in enumerate(LAYERS)
+        for prefix in names
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(matches)[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph():
+        assert module == "nrl_launch" or layer(module) > 0 or module in LAYERS[0], module
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    upward = [
+        f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
+        for module, targets in sorted(import_graph().items())
+        for target in sorted(targets)
+        if layer(target) > layer(module)
+    ]
+    assert upward == []
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            circle = [*path[path.index(module) :], module]
+            raise AssertionError("import circle: " + " -> ".join(circle))
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])

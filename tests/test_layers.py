@@ -242,7 +242,7 @@ def test_a_key_given_twice_is_refused_with_both_lines(cli: Cli, tmp_path: Path) 
         f"nrl-launch: error: job file {job}: invalid YAML at line 4, column 1: "
         "'slurm' is given twice (first at line 1)\n"
     )
-    from nrl_launch.layers import load_yaml_mapping
+    from nrl_launch.spec.layers import load_yaml_mapping
 
     merged = write(tmp_path / "m.yaml", "x: &b {nodes: 2, time: 10}\nslurm: {<<: *b, nodes: 3}\n")
     assert load_yaml_mapping(merged, "job file")["slurm"] == {"nodes": 3, "time": 10}

@@ -512,7 +512,7 @@ def _connection_refused() -> Exception:
     ],
 )
 def test_what_counts_as_nothing_sent(error: Any, nothing_sent: bool) -> None:
-    assert lepton_backend()._nothing_sent(error()) is nothing_sent
+    assert lepton_backend().nothing_sent(error()) is nothing_sent
 
 
 # ---- Credentials ----

@@ -12,12 +12,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from nrl_launch.backends import plain, slurm
+from nrl_launch.backends import Request, slurm
+from nrl_launch.spec import LaunchSpec
 from tests.conftest import OTHER_UID
 from tests.test_quoting import bash_values, spec
 
@@ -389,13 +390,13 @@ def test_clean_step_env_raises_it_to_a_lower_hard_limit_and_says_so(tmp_path: Pa
     )
 
 
-@pytest.mark.parametrize("backend", [slurm, plain], ids=["ray", "plain"])
+@pytest.mark.parametrize("plan", [slurm.plan, slurm.plan_plain], ids=["ray", "plain"])
 @pytest.mark.parametrize(("env", "expected"), [({}, "unset"), ({"CI": "1"}, "1")])
 def test_job_env_drops_a_login_shell_s_ci_unless_the_job_sets_it(
-    backend: ModuleType, env: dict[str, str], expected: str
+    plan: Callable[[LaunchSpec], Request], env: dict[str, str], expected: str
 ) -> None:
     """vLLM takes a CI in its environment for its own CI (NeMo RL #3293)."""
-    script = backend.plan(spec(env=env)).script
+    script = plan(spec(env=env)).script
     probe = 'export CI=true; job_env; printf "%s\\0" "${CI-unset}" "$(printenv CI || echo unset)"'
     assert bash_values(script, probe) == [expected, expected]
 

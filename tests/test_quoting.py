@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nrl_launch.backends import plain, slurm
+from nrl_launch.backends import slurm
 from nrl_launch.shell import quote
 from nrl_launch.spec import LaunchSpec, reserved_env_name
 from tests.conftest import Cli, shellcheck
@@ -142,7 +142,10 @@ def test_hostile_job_is_shellcheck_clean(tmp_path: Path) -> None:
         env={"PS1": "${x}$(y) ", "PS4": "+ $LINENO", "PROMPT_COMMAND": "echo $z"},
         driver={"command": ["python", *HOSTILE, *MISREAD]},
     )
-    for name, script in [("slurm", slurm.plan(job).script), ("plain", plain.plan(job).script)]:
+    for name, script in [
+        ("slurm", slurm.plan(job).script),
+        ("plain", slurm.plan_plain(job).script),
+    ]:
         path = tmp_path / f"{name}.sbatch"
         path.write_text(script)
         result = shellcheck(path)

@@ -20,7 +20,7 @@ import pytest
 
 from nrl_launch.backends import Phase, SchedulerView, slurm
 from nrl_launch.jobs.status import phase_of, read_log_dir
-from nrl_launch.spec_sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
+from nrl_launch.spec.sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
 from tests.conftest import Cli, shellcheck
 from tests.test_quoting import HOSTILE, spec
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_launch import sbatch_args
 from nrl_launch.errors import ConfigError
-from nrl_launch.layers import Setting, resolve
-from nrl_launch.spec import SlurmSpec
+from nrl_launch.spec import SlurmSpec, sbatch_args
+from nrl_launch.spec.layers import Setting, resolve
 
 # (extra_args, the long option the problem must name)
 OWNED_SPELLINGS: list[tuple[list[str], str]] = [

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from nrl_launch.backends import plain, slurm
+from nrl_launch.backends import slurm
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
 from tests.test_quoting import HOSTILE, MISREAD
@@ -203,7 +203,7 @@ def test_the_script_carries_its_argv_as_sbatch_lines(kind: str) -> None:
             "logs": {"base_dir": "/l/it's a #dir"},
         }
     )
-    request = (slurm if kind == "slurm" else plain).plan(job)
+    request = (slurm.plan if kind == "slurm" else slurm.plan_plain)(job)
     assert request.argv[:2] == ("sbatch", "--parsable")
     # Everything but --parsable (sbatch's answer is for nrl-launch, not for a user) and the script.
     assert sbatch_reads(request.script) == list(request.argv[2:-1])
@@ -327,6 +327,6 @@ def test_generated_jobs_read_back(
     except ValidationError:
         assume(False)
         return
-    for plan in (slurm.plan, plain.plan):
+    for plan in (slurm.plan, slurm.plan_plain):
         request = plan(job)
         assert sbatch_reads(request.script) == list(request.argv[2:-1])

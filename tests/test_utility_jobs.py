@@ -235,13 +235,13 @@ def test_run_submits_the_command_once_per_node(
 
 
 def test_run_values_reach_bash_unchanged() -> None:
-    from nrl_launch.backends import plain
+    from nrl_launch.backends import slurm
     from tests.test_quoting import spec
 
     job = spec(
         driver={"command": ["tool", *HOSTILE]}, env={f"V{i}": v for i, v in enumerate(HOSTILE)}
     )
-    script = plain.plan(job, remove_first="/x/" + HOSTILE[4]).script
+    script = slurm.plan_plain(job, remove_first="/x/" + HOSTILE[4]).script
     assert driver_argv(script) == ["tool", *HOSTILE]
     probe = "job_env\n" + "".join(f'printf "%s\\0" "$V{i}"\n' for i in range(len(HOSTILE)))
     assert bash_values(script, probe) == HOSTILE
@@ -424,7 +424,7 @@ def test_run_and_pull_help_import_no_heavy_library() -> None:
 def test_plain_script_runs_the_command_and_records_how_it_ended(tmp_path: Path) -> None:
     """The task step in a real bash, with srun's variables: the command's output, ENDED and
     the exit code, and the missing-program check that pull's enroot relies on."""
-    from nrl_launch.backends import plain
+    from nrl_launch.backends import slurm
     from tests.test_quoting import spec
 
     log_dir = tmp_path / "1-logs"
@@ -439,7 +439,7 @@ def test_plain_script_runs_the_command_and_records_how_it_ended(tmp_path: Path) 
 
     def task(*command: str) -> int:
         script = tmp_path / "job.sbatch"
-        script.write_text(plain.plan(spec(driver={"command": list(command)})).script)
+        script.write_text(slurm.plan_plain(spec(driver={"command": list(command)})).script)
         for name in ("ENDED", "exit_code"):
             (log_dir / name).unlink(missing_ok=True)
         done = subprocess.run(["bash", str(script), "task"], env=env, capture_output=True)

@@ -21,13 +21,23 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nrl_launch import shell
+from nrl_launch.container_image import (
+    NO_CHECK,
+    Finding,
+    exists,
+    image_findings,
+    image_ray_findings,
+)
 from nrl_launch.errors import ConfigError
-from nrl_launch.image_ray import ImageRay, image_ray
 from nrl_launch.nemorl.job import driver_workdir
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
+
+if TYPE_CHECKING:
+    from nrl_launch.backends.base import Backend
 
 __all__ = ["Finding", "check", "findings", "image_ray_findings", "site_mounts"]
 
@@ -36,23 +46,9 @@ __all__ = ["Finding", "check", "findings", "image_ray_findings", "site_mounts"]
 _ENROOT_SYSTEM = ("/proc", "/sys", "/dev")
 # Paths every image has: a program there (/usr/bin/python3) is the image's own, not the host's.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", *_ENROOT_SYSTEM)
-_IMAGE_FILE = (".sqsh", ".squashfs")
 _SCRIPT = (".py", ".sh")
 # The job's log dir, <base>/<JOBID>-logs (or <JOBID>-<RESTART>-logs), is mounted in every step.
 _LOG_DIR = re.compile(r"[0-9]+(?:-[0-9]+)?-logs")
-_NO_CHECK = "--no-check"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem: `message` is its whole line and starts with `key`."""
-
-    key: str
-    message: str
-    error: bool = False
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)
@@ -143,11 +139,11 @@ def findings(
     home = environ.get("HOME") or None
     sandbox: list[Finding] = []
     if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
-        sandbox = _image("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
+        sandbox = image_findings("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
     if container.runtime != "pyxis":
         return sandbox + (_on_this_machine(spec, submit_dir) if on_host else [])
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
-    found = _image("container.image", container.image or "", submit_dir, home, on_host)
+    found = image_findings("container.image", container.image or "", submit_dir, home, on_host)
     found += _mounts(spec, on_host)
     found += _workdirs(spec, view, _submit_dirs(submit_dir, environ), on_host)
     found += _driver(spec, view, submit_dir, on_host)
@@ -159,6 +155,7 @@ def findings(
 def check(
     spec: LaunchSpec,
     *,
+    backend: Backend,
     on_host: bool,
     environ: Mapping[str, str] | None = None,
     keys: Collection[str] | None = None,
@@ -168,10 +165,10 @@ def check(
     ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
     errors warnings. When the job is refused, only the errors are said: they come first.
     With `keys`, only the findings of those keys (a profile has no submit dir of its own).
-    Without `ray` (run, pull: no Ray), the image's Ray is not asked about."""
-    from nrl_launch import backends, output
+    Without `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the
+    spec's (the caller has it: this module sits below the backends)."""
+    from nrl_launch import output
 
-    backend = backends.get(spec.backend)
     environ = os.environ if environ is None else environ
     found = image_ray_findings(spec, on_host=on_host) if ray else []
     # pyxis's rules, where it runs; elsewhere the job's image is the whole container.
@@ -183,59 +180,6 @@ def check(
         raise ConfigError(errors)
     for finding in found:
         output.warn(finding.message)
-
-
-def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
-    """A Ray job with token authentication (ray.auth token) in an image whose Ray has none
-    (before 2.52): refused now, not after the queue wait, in one line with the choice. A Ray
-    that cannot be known here is said at submit (`on_host`), where the head will check it."""
-    image = spec.container.image
-    if spec.container.runtime != "pyxis" or not image or spec.ray.auth != "token":
-        return []
-    listing = None
-    if on_host and image.startswith(("/", ".")) and _exists(image):
-        listing = _listing(image)
-    if image.startswith(("/", ".")) and listing is None:
-        if not on_host:
-            return []
-        found = ImageRay(None, "no unsquashfs here (Debian's squashfs-tools) to list it")
-    else:
-        found = image_ray(image, listing)
-    key = "container.image"
-    if found.has_auth is False:
-        return [
-            Finding(
-                key,
-                f"{key} {image}: its Ray is {found.version} ({found.how}), which has no token "
-                "authentication (Ray 2.52 or later has; ray.auth is token): use an image with "
-                "a newer Ray (NeMo RL v0.6.0 or later), or set ray.auth: off (--set "
-                "ray.auth=off; then anyone who can reach the job's Ray ports can run code as "
-                "you)",
-                error=True,
-            )
-        ]
-    if found.has_auth is None and on_host:
-        return [
-            Finding(
-                key,
-                f"{key} {image}: which Ray it holds cannot be known here ({found.how}); the job "
-                "checks it on the head when it starts (token authentication needs Ray 2.52)",
-            )
-        ]
-    return []
-
-
-def _listing(image: str) -> str | None:
-    """The file listing of the squashfs file `image` (`unsquashfs -l`, which reads only its
-    directory table), or None when it cannot be listed here."""
-    from nrl_launch import runner
-    from nrl_launch.errors import SchedulerError
-
-    try:
-        done = runner.run(["unsquashfs", "-l", "-no-progress", image], check=False, timeout=120)
-    except SchedulerError:  # not installed, or it took too long
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
@@ -252,92 +196,16 @@ def _submit_dirs(submit_dir: str, environ: Mapping[str, str]) -> list[str]:
     return dirs
 
 
-def _image(key: str, image: str, submit_dir: str, home: str | None, on_host: bool) -> list[Finding]:
-    """What keeps pyxis from using `image` (the value of `key`) as the job means it."""
-    scheme = image.partition("://")[0] if "://" in image else None
-    if scheme is not None and scheme != "docker":
-        return []  # dockerd:// and podman://: a local daemon's images, named as it names them
-    if not image.startswith(("/", ".")):
-        # pyxis reads an image as a file only when it starts with / or . (strspn(image, "./")).
-        if not image.lower().endswith(_IMAGE_FILE) and not image.startswith("~"):
-            return _reference(key, image)
-        if image.startswith("~/") and home:
-            absolute = home.rstrip("/") + image[1:]
-        else:
-            absolute = posixpath.normpath(posixpath.join(submit_dir, image))
-        return [
-            Finding(
-                key,
-                f"{key} {image!r}: pyxis takes an image for a file only when it starts with / "
-                f"or ., and would pull this one from a registry; give the absolute path, "
-                f"e.g. {absolute}",
-                error=True,
-            )
-        ]
-    path = posixpath.normpath(posixpath.join(submit_dir, image))
-    root = node_local_root(path)
-    problem = _file_problem(path) if on_host else None
-    if problem is not None:
-        return [
-            Finding(
-                key,
-                f"{key} {image}: {problem} (pyxis reads a path that starts with / or . as a "
-                "squashfs file on each node); give a .sqsh file every node can read",
-                error=True,
-            )
-        ]
-    if root is not None:
-        return [
-            Finding(
-                key,
-                f"{key} {image}: {root} is local to each node, so each node needs its own copy "
-                "there; keep the image on storage every node shares",
-            )
-        ]
-    return []
-
-
-def _reference(key: str, image: str) -> list[Finding]:
-    """A registry image that enroot could not pull: refused here, not on every node later."""
-    from nrl_launch import enroot
-
-    try:
-        enroot.parse(image)
-    except ValueError as exc:
-        message = (
-            f"{key} {image!r}: {exc}; expected a registry image ({enroot.EXAMPLE}) or a .sqsh "
-            "file's path starting with / or ."
-        )
-        return [Finding(key, message, error=True)]
-    return []
-
-
-def _file_problem(path: str) -> str | None:
-    """What keeps the steps from reading the file `path`, as this machine sees it."""
-    if not _exists(path):
-        return "no such file"
-    if Path(path).is_dir():
-        return "a directory, not a .sqsh file"
-    if not os.access(path, os.R_OK):
-        return "not readable"
-    return None
-
-
-def _exists(path: str) -> bool:
-    """Whether `path` exists on this machine (a broken symlink does not)."""
-    return Path(path).exists()
-
-
 def _mounts(spec: LaunchSpec, on_host: bool) -> list[Finding]:
     key, found = "container.mounts", []
     for mount in spec.container.mounts:
         root = node_local_root(mount.src)
-        if on_host and not _exists(mount.src):
+        if on_host and not exists(mount.src):
             found.append(
                 Finding(
                     key,
                     f"{key} {mount}: source {mount.src} does not exist, and pyxis refuses a "
-                    f"mount without one on every node; create it or fix the mount ({_NO_CHECK} "
+                    f"mount without one on every node; create it or fix the mount ({NO_CHECK} "
                     "if only the compute nodes have it)",
                     error=True,
                 )
@@ -425,11 +293,11 @@ def _driver(spec: LaunchSpec, view: _View, submit_dir: str, on_host: bool) -> li
             continue  # the image's own (/usr/bin/python3)
         host = view.host_path(arg if arg.startswith("/") else posixpath.join(base, arg))
         if host is not None:
-            if script and on_host and not _exists(host):
+            if script and on_host and not exists(host):
                 found.append(_missing(spec, arg, base, host))
         elif not arg.startswith("/"):
             continue  # in a workdir inside the image: the workdir's own line says so
-        elif on_host and _exists(arg) and (script or node_local_root(arg) is None):
+        elif on_host and exists(arg) and (script or node_local_root(arg) is None):
             # Not a node-local dir such as /tmp: every container has one of its own.
             found.append(
                 Finding(
@@ -473,7 +341,7 @@ def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
     found = []
     for word, moved in shell.sourced(spec.setup or ""):
         path = posixpath.join(base, word)
-        if not moved and not _exists(path):
+        if not moved and not exists(path):
             found.append(
                 Finding(
                     "setup",
@@ -490,7 +358,7 @@ def _on_this_machine(spec: LaunchSpec, submit_dir: str) -> list[Finding]:
     scripts = set(spec.nemo_rl.drivers.values())
     for arg in spec.driver.command or ():
         path = posixpath.join(base, arg)
-        if arg in scripts and not _exists(path):
+        if arg in scripts and not exists(path):
             found.append(
                 Finding(
                     "driver command",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nrl_launch.backends import Request, plain, slurm, state_phase
+from nrl_launch.backends import Request, slurm, state_phase
 from nrl_launch.spec import LaunchSpec
 from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
 from tests.conftest import Cli, wait_until
@@ -64,7 +64,7 @@ def test_sbatch_reads_every_hostile_value_back(tmp_path: Path) -> None:
     """One sbatch call per spec (a handful): every value in every field, as the flags of the
     argv, and as nrl-launch's model of sbatch's reading (tests/test_sbatch_lines) says."""
     requests: list[Request] = [slurm.plan(s) for s in hostile_specs()]
-    requests.append(plain.plan(hostile_specs()[0]))
+    requests.append(slurm.plan_plain(hostile_specs()[0]))
     for i, request in enumerate(requests):
         path = tmp_path / f"{i}.sbatch"
         path.write_text(request.script, encoding="utf-8")
@@ -102,7 +102,7 @@ def test_held_jobs_have_the_hostile_values(tmp_path: Path) -> None:
             "logs": {"base_dir": str(tmp_path)},
         }
         path = tmp_path / f"{i}.sbatch"
-        path.write_text(plain.plan(LaunchSpec.model_validate(data)).script, encoding="utf-8")
+        path.write_text(slurm.plan_plain(LaunchSpec.model_validate(data)).script, encoding="utf-8")
         queued = subprocess.run(
             ["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=True
         )

@@ -15,19 +15,29 @@ the functions that need it: it takes most of a second to import, and no other ba
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from nrl_launch import __version__
-from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.lepton_sdk import (
+    INSTALL_HINT,
+    NO_WORKSPACE,
+    credentials,
+    error_detail,
+    failed,
+    nothing_sent,
+    require_sdk,
+    status_code,
+    workspace_client,
+)
+from nrl_launch.backends.lepton_view import LEPTON_STATES, head_name, job_view, worker_of
 from nrl_launch.errors import (
     ConfigError,
     JobNotFoundError,
     JobNotRunningError,
-    SchedulerError,
     UnconfirmedSubmitError,
     UsageError,
 )
@@ -58,10 +68,6 @@ __all__ = [
 ]
 
 TEMPLATE = "lepton.sh.j2"
-INSTALL_HINT = "backend lepton needs the leptonai SDK: pip install 'nrl-launch[lepton]'"
-NO_WORKSPACE = (
-    "no Lepton workspace: run `lep login` or set LEPTON_WORKSPACE_ID and LEPTON_WORKSPACE_TOKEN"
-)
 
 # Set on every worker unless the job's env sets them. Lepton's containers see a CPU set that
 # NCCL's own affinity detection misreads (seed 004 sets this for every Lepton job). The seed's
@@ -73,112 +79,13 @@ TTL_AFTER_FINISHED_S = 3 * 24 * 3600
 # The newest lines of a worker's log that `replica_log` reads (Lepton's log API pages).
 LOG_LINES = 5000
 _HEREDOC_END = "NRL_LAUNCH_END_OF_JOB_SCRIPT"
-# An API error's message, shown on one line, is cut here (a proxy may answer with a page).
-_DETAIL_CHARS = 300
-
-
-# ---- The SDK and the workspace ----
-
-
-def _sdk() -> None:
-    """Import the SDK's client (and with it every model), or say how to install it."""
-    try:
-        import leptonai.api.v2.client  # noqa: F401  # the import itself is the check
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-
-
-def credentials(environ: Mapping[str, str]) -> tuple[str, str]:
-    """The workspace id and token the SDK's client would take (its own order: the environment,
-    then what `lep login` saved), or one line saying what is missing. The SDK itself answers a
-    missing workspace with a paragraph, and an id without a token with a TypeError.
-
-    Raises:
-        SchedulerError: no workspace, or no token for it. Like a missing sbatch, the scheduler
-            cannot be reached from here (exit 3), and `launch` removes what it wrote.
-    """
-    from leptonai.api.v2.workspace_record import WorkspaceRecord
-
-    workspace = environ.get("LEPTON_WORKSPACE_ID") or None
-    if workspace is None:
-        current = WorkspaceRecord.current()
-        workspace = current.id_ if current else None
-    if not workspace:
-        raise SchedulerError(NO_WORKSPACE)
-    token = None
-    if ":" in workspace:  # a credential string, <id>:<token>, as `lep login -c` takes it
-        workspace, token = workspace.split(":", 1)
-    saved = WorkspaceRecord.get(workspace)
-    token = token or environ.get("LEPTON_WORKSPACE_TOKEN") or (saved.auth_token if saved else None)
-    if not token:
-        raise SchedulerError(
-            f"Lepton workspace {workspace} has no token: set LEPTON_WORKSPACE_TOKEN, or run "
-            f"`lep login -c {workspace}:<token>`"
-        )
-    return workspace, token
-
-
-def _client() -> APIClient:
-    _sdk()
-    from leptonai.api.v2.client import APIClient
-
-    workspace, token = credentials(os.environ)
-    return APIClient(workspace_id=workspace, auth_token=token)
-
-
-def _detail(exc: BaseException) -> str:
-    """What went wrong, on one line: the API's own message where it gave one."""
-    response = getattr(exc, "response", None)
-    if response is not None:
-        text = str(response.text or "")
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = None
-        if isinstance(body, dict) and body.get("message"):
-            text = str(body["message"])
-        detail = f"HTTP {response.status_code}: {text or response.reason}"
-    else:
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    detail = " ".join(detail.split())
-    return detail if len(detail) <= _DETAIL_CHARS else detail[: _DETAIL_CHARS - 3] + "..."
-
-
-def _status_code(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    code = getattr(response, "status_code", None)
-    return code if isinstance(code, int) else None
-
-
-def _failed(exc: BaseException, doing: str) -> SchedulerError:
-    return SchedulerError(f"Lepton: {doing} failed ({_detail(exc)})")
-
-
-def _nothing_sent(exc: BaseException) -> bool:
-    """Whether a request failed before it could reach the API: no connection was made (refused,
-    no such host, connect timeout, proxy or TLS failure), or the API refused it (4xx)."""
-    import requests
-
-    code = _status_code(exc)
-    if code is not None:
-        return code < 500
-    if isinstance(exc, (requests.ConnectTimeout, requests.exceptions.ProxyError)):
-        return True
-    if isinstance(exc, requests.exceptions.SSLError):
-        return True
-    if isinstance(exc, requests.ConnectionError):
-        from urllib3.exceptions import NewConnectionError
-
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, NewConnectionError)
-    return False
 
 
 # ---- The job (pure) ----
 
 
 def unique_name(name: str) -> str:
-    """`name` with the suffix submit adds (spec.LEPTON_NAME_SUFFIX characters: '-' and five
+    """`name` with the suffix submit adds (rules.LEPTON_NAME_SUFFIX characters: '-' and five
     random hex digits), so that every job, and its log dir, has a name of its own."""
     import secrets
 
@@ -324,7 +231,7 @@ def job_json(job: LeptonJob) -> str:
 
 def plan(spec: LaunchSpec) -> Request:
     """The Lepton request for `spec`: the script every worker runs, and the job that runs it."""
-    _sdk()
+    require_sdk()
     script = render(
         TEMPLATE,
         spec=_for_template(spec),
@@ -335,79 +242,6 @@ def plan(spec: LaunchSpec) -> Request:
     return Request(argv=(), script=script, job_spec=job_json(build_job(spec, script)))
 
 
-# ---- Lepton's view of a job (pure) ----
-
-# Lepton's job states in Slurm's words (`backends.state_phase` maps those to phases). A job
-# stopped (nrl-launch cancel, `lep job stop`) or deleted did not run to its end: CANCELLED.
-# Stopping and Terminating still have workers to stop: COMPLETING, as Slurm says it.
-LEPTON_STATES: Mapping[str, str] = {
-    "Queueing": "PENDING",
-    "Awaiting": "PENDING",
-    "Starting": "CONFIGURING",
-    "Running": "RUNNING",
-    "Restarting": "REQUEUED",
-    "PendingRetry": "REQUEUED",
-    "Stopping": "COMPLETING",
-    "Terminating": "COMPLETING",
-    "Completed": "COMPLETED",
-    "Failed": "FAILED",
-    "Stopped": "CANCELLED",
-    "Deleting": "CANCELLED",
-    "Deleted": "CANCELLED",
-}
-
-
-def job_view(job: LeptonJob) -> SchedulerView:
-    """What Lepton says of `job`, in Slurm's words; the reason from its worker counts."""
-    status = job.status
-    workers = job.spec.parallelism or job.spec.completions or 1
-    if status is None or status.state is None:
-        return SchedulerView(state="PENDING", reason="Lepton gives no state yet")
-    name = status.state.value
-    ready, failed, succeeded = status.ready or 0, status.failed or 0, status.succeeded or 0
-    if name == "Archived":
-        # Archived: a finished job moved out of the live list; its counts say how it ended.
-        if failed:
-            state = "FAILED"
-        elif succeeded >= (job.spec.completions or workers):
-            state = "COMPLETED"
-        else:
-            state = "CANCELLED"
-        return SchedulerView(state=state, reason=f"archived by Lepton; {_counts(status, workers)}")
-    state = LEPTON_STATES.get(name, "UNKNOWN")
-    if state == "RUNNING" and ready < (status.active or 0):
-        # Lepton says Running once one worker runs; the others may still pull the image.
-        state = "CONFIGURING"
-    if state == "UNKNOWN":
-        return SchedulerView(state=state, reason=f"Lepton's state: {name}")
-    return SchedulerView(state=state, reason=_counts(status, workers) if ready or failed else None)
-
-
-def _counts(status: Any, workers: int) -> str:
-    parts = [f"{status.ready or 0} of {workers} workers ready"]
-    if status.failed:
-        parts.append(f"{status.failed} failed")
-    if status.succeeded:
-        parts.append(f"{status.succeeded} succeeded")
-    return ", ".join(parts)
-
-
-def worker_of(job_id: str, replica_id: str) -> int | None:
-    """The worker index of a replica: Lepton names worker K's replica <job id>-K-<suffix>."""
-    rest = replica_id.removeprefix(f"{job_id}-")
-    index = rest.split("-", 1)[0]
-    if rest == replica_id or not index.isdigit():
-        return None
-    return int(index)
-
-
-def head_name(job_id: str) -> str:
-    """Worker 0's name on the job's network, with Lepton's defaults for its service prefix and
-    subdomain (LEPTON_JOB_SERVICE_PREFIX, LEPTON_SUBDOMAIN; seed 004): reachable from the
-    job's workers, not from this machine."""
-    return f"{job_id}-0.{job_id}-job-svc"
-
-
 # ---- The backend ----
 
 
@@ -416,18 +250,18 @@ def _get(client: APIClient, job_id: str) -> LeptonJob | None:
     try:
         return client.job.get(job_id)
     except (RuntimeError, OSError) as exc:
-        if _status_code(exc) == 404:
+        if status_code(exc) == 404:
             return None
-        raise _failed(exc, f"asking about job {job_id}") from None
+        raise failed(exc, f"asking about job {job_id}") from None
 
 
 def _replica_id(client: APIClient, job_id: str, worker: int) -> str | None:
     try:
         replicas = client.job.get_replicas(job_id)
     except (RuntimeError, OSError) as exc:
-        if _status_code(exc) == 404:
+        if status_code(exc) == 404:
             return None
-        raise _failed(exc, f"listing the workers of job {job_id}") from None
+        raise failed(exc, f"listing the workers of job {job_id}") from None
     ids: list[str] = [r.metadata.id_ for r in replicas if r.metadata.id_]
     return next((i for i in ids if worker_of(job_id, i) == worker), None)
 
@@ -437,7 +271,7 @@ def _node_group_ids(client: APIClient, names: list[str]) -> list[str]:
     try:
         groups = client.nodegroup.list_all()
     except (RuntimeError, OSError) as exc:
-        raise _failed(exc, "listing the workspace's node groups") from None
+        raise failed(exc, "listing the workspace's node groups") from None
     ids = []
     for name in names:
         named = [g.metadata.id_ for g in groups if g.metadata.name == name and g.metadata.id_]
@@ -467,6 +301,7 @@ class LeptonBackend:
     slurm_cluster = False
     shares_files = False  # the log dir is on the workers' storage, not this machine's
     secrets_from_shell = False  # secrets are Lepton secrets, referenced by name
+    scheduler = "the lepton backend"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
@@ -492,7 +327,7 @@ class LeptonBackend:
 
         if request.job_spec is None:
             raise ValueError("a Lepton request carries its job (job_spec)")
-        client = _client()
+        client = workspace_client()
         job = LeptonJob.model_validate_json(request.job_spec)
         affinity = job.spec.affinity
         if affinity is not None and affinity.allowed_dedicated_node_groups:
@@ -505,10 +340,10 @@ class LeptonBackend:
         except ValueError as exc:  # the SDK's checks, which plan ran already
             raise ConfigError([f"lepton: {' '.join(str(exc).split())}"]) from None
         except (RuntimeError, OSError) as exc:
-            if _nothing_sent(exc):
-                raise _failed(exc, f"creating job {name}") from None
+            if nothing_sent(exc):
+                raise failed(exc, f"creating job {name}") from None
             raise UnconfirmedSubmitError(
-                f"Lepton: creating job {name} may have worked ({_detail(exc)}): "
+                f"Lepton: creating job {name} may have worked ({error_detail(exc)}): "
                 "see `lep job list` before submitting again"
             ) from None
         if not created.metadata.id_:
@@ -518,7 +353,7 @@ class LeptonBackend:
     def describe(self, jobs: Sequence[JobRef]) -> dict[str, SchedulerView]:
         if not jobs:
             return {}
-        client = _client()
+        client = workspace_client()
         views = {}
         for ref in jobs:
             job = _get(client, ref.job_id)
@@ -531,7 +366,7 @@ class LeptonBackend:
         listed, with its logs, as Stopped (deleting it would lose both)."""
         if not jobs:
             return []
-        client = _client()
+        client = workspace_client()
         ended = []
         for ref in jobs:
             job = _get(client, ref.job_id)
@@ -543,11 +378,11 @@ class LeptonBackend:
                 # says LeptonJob): a whole spec would reset every other field.
                 client.job.update(ref.job_id, spec=cast(Any, {"spec": {"stopped": True}}))
             except (RuntimeError, OSError) as exc:
-                raise _failed(exc, f"stopping job {ref.job_id}") from None
+                raise failed(exc, f"stopping job {ref.job_id}") from None
         return ended
 
     def head_node(self, job: JobRef) -> str:
-        if _replica_id(_client(), job.job_id, 0) is None:
+        if _replica_id(workspace_client(), job.job_id, 0) is None:
             raise JobNotRunningError(
                 f"Lepton lists no worker 0 for job {job.job_id}: is it running?"
             )
@@ -559,7 +394,7 @@ class LeptonBackend:
     def replica_log(self, job_id: str, worker: int) -> str:
         """The newest LOG_LINES lines of worker `worker`'s output, oldest first, from Lepton's
         log store (it keeps a finished job's, unlike the live stream of a running worker)."""
-        client = _client()
+        client = workspace_client()
         job = _get(client, job_id)
         replica = _replica_id(client, job_id, worker) if job is not None else None
         if job is None or replica is None:
@@ -578,7 +413,7 @@ class LeptonBackend:
                 direction="backward",
             )
         except (RuntimeError, OSError) as exc:
-            raise _failed(exc, f"reading worker {worker}'s log of job {job_id}") from None
+            raise failed(exc, f"reading worker {worker}'s log of job {job_id}") from None
         return log_text(found)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nrl_launch import __version__
-from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted
+from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted
 from nrl_launch.errors import UsageError
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
@@ -81,6 +81,7 @@ class LocalBackend:
     slurm_cluster = False
     shares_files = True
     secrets_from_shell = True
+    scheduler = "the local backend"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nrl_launch import __version__
-from nrl_launch.backends import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, state_phase
 from nrl_launch.errors import (
     JobNotRunningError,
     SchedulerError,
@@ -36,6 +36,7 @@ __all__ = [
     "parse_scontrol_job",
     "parse_squeue",
     "plan",
+    "plan_plain",
     "sbatch_directives",
     "sbatch_word",
 ]
@@ -359,6 +360,7 @@ class SlurmBackend:
     slurm_cluster = True
     shares_files = True
     secrets_from_shell = True
+    scheduler = "Slurm"
 
     def plan(
         self, spec: LaunchSpec, script_path: str | None = None, job_id: str = "JOBID"
@@ -368,9 +370,7 @@ class SlurmBackend:
     def plan_plain(
         self, spec: LaunchSpec, script_path: str | None = None, *, remove_first: str | None = None
     ) -> Request:
-        from nrl_launch.backends import plain
-
-        return plain.plan(spec, script_path or DEFAULT_SCRIPT_NAME, remove_first=remove_first)
+        return plan_plain(spec, script_path or DEFAULT_SCRIPT_NAME, remove_first=remove_first)
 
     def check_chain(self, spec: LaunchSpec) -> None:
         return None  # Slurm's singleton dependency chains them
@@ -426,3 +426,42 @@ class SlurmBackend:
 
 
 BACKEND = SlurmBackend()
+
+
+# ---- Plain jobs: one command on every node, no Ray ----
+
+PLAIN_TEMPLATE = "plain.sbatch.j2"
+
+
+def plan_plain(
+    spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME, *, remove_first: str | None = None
+) -> Request:
+    """Slurm without Ray (`run`, `pull`): the sbatch request that runs `spec.driver.command`
+    once per node. The same sbatch flags, container flags, environment and log dir as the Ray
+    job (`plan`), from the same spec; only the job script differs (PLAIN_TEMPLATE).
+
+    `remove_first` is a file the job removes just before the command starts (pull --force).
+    """
+    if spec.ray.dedicated_head:
+        # No Ray, so no head to give a node of its own: the command runs on slurm.nodes nodes.
+        ray = spec.ray.model_copy(update={"dedicated_head": False})
+        spec = spec.model_copy(update={"ray": ray})
+    flags = sbatch_flags(spec, ray=False)
+    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
+    secrets = secrets_file(spec, script_path)
+    script = render(
+        PLAIN_TEMPLATE,
+        spec=spec,
+        ray=False,
+        version=__version__,
+        submit_command=join(argv),
+        defaults=defaults_taken(spec, ray=False),
+        sbatch_directives=sbatch_directives(spec, ray=False),
+        gpu_flag=gpu_flag(spec),
+        # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
+        mounts=",".join(container_mounts(spec)),
+        spec_json=spec.model_dump_json(),
+        remove_first=remove_first,
+        secrets_file=secrets,
+    )
+    return Request(argv=argv, script=script, **withheld(spec, secrets))

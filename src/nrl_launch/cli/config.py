@@ -93,7 +93,7 @@ def show(
     flags = job_flags_of(locals())
     import yaml
 
-    from nrl_launch.layers import flatten
+    from nrl_launch.spec.layers import flatten
 
     resolved = flags.resolve()
     spec = resolved.spec.model_dump(mode="json")

@@ -44,7 +44,7 @@ from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.doctor import Check
-    from nrl_launch.layers import Resolved
+    from nrl_launch.spec.layers import Resolved
 
 EXAMPLES = """\
 Examples:
@@ -163,7 +163,7 @@ def _names(failed: list[Check], most: int = 6) -> str:
 
 
 def _print_settings(used: list[tuple[str, Any, str]]) -> None:
-    from nrl_launch.layers import DEFAULT  # loaded already: the spec was resolved
+    from nrl_launch.spec.layers import DEFAULT  # loaded already: the spec was resolved
 
     output.emit_text("Settings")
     for key, value, source in used:
@@ -175,7 +175,7 @@ def _print_settings(used: list[tuple[str, Any, str]]) -> None:
 def _resolve(flags: JobFlags) -> Resolved:
     """The spec; doctor needs no driver, so a spec without one is checked as an interactive
     job (a driver given by the user, in a file or after --, is kept)."""
-    from nrl_launch import layers
+    from nrl_launch.spec import layers
 
     try:
         return flags.resolve()

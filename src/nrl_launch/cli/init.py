@@ -34,8 +34,8 @@ from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.doctor.verdicts import NodeGroup
-    from nrl_launch.layers import Resolved
     from nrl_launch.spec import LaunchSpec
+    from nrl_launch.spec.layers import Resolved
 
 __all__ = ["EXAMPLES", "ClusterFacts", "Query", "init", "read_cluster"]
 
@@ -162,7 +162,8 @@ def init(
     """Write a profile (account, partition, GPUs per node and how to ask for them, read from
     the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
     for what was not given; elsewhere it asks nothing."""
-    from nrl_launch import container_checks, layers, paths
+    from nrl_launch import backends, container_checks, paths
+    from nrl_launch.spec import layers, lint
 
     asking = _interactive()
     target = _target(profile)
@@ -190,11 +191,13 @@ def init(
     if asking:
         _ask(values, sources, lambda name: read_cluster(_query, partition=name, user=user))
     checked = _checked(values, sources)
-    for line in layers.warnings(checked, cwd=Path.cwd()):
+    containers = backends.containers(checked.spec.backend)
+    for line in lint.warnings(checked, cwd=Path.cwd(), containers=containers):
         output.warn(line)
     # The image as pyxis will read it in every job of this profile (its file may be on storage
     # only the compute nodes have: that is checked at submit).
-    container_checks.check(checked.spec, on_host=False, keys=["container.image"])
+    backend = backends.get(checked.spec.backend)
+    container_checks.check(checked.spec, backend=backend, on_host=False, keys=["container.image"])
     written = {key: _value(checked.spec, key) for key in values}
     text = _profile_text(written)
     try:
@@ -217,10 +220,12 @@ def init(
 
 def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:
     """`values` validated as the job spec validates them, or ConfigError naming each key."""
-    from nrl_launch import layers
+    from nrl_launch.backends import rules
+    from nrl_launch.spec import layers
 
     settings = [layers.Setting(key, value, sources[key]) for key, value in values.items()]
-    return layers.resolve([settings, [layers.Setting("interactive", True, "init")]])
+    interactive = [layers.Setting("interactive", True, "init")]
+    return layers.resolve([settings, interactive], backend_rules=rules.check)
 
 
 def _target(flag: Path | None) -> Path:

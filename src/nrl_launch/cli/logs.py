@@ -166,6 +166,7 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
     for a job the scheduler no longer knows (sacct purged it, or the site keeps no accounting),
     as the job's log dir records it (ENDED, exit_code). With no such record either, how it
     ended cannot be known: one line, exit 4, rather than passing off a guess as its code."""
+    from nrl_launch import backends
     from nrl_launch.jobs import query
     from nrl_launch.jobs.status import Phase, read_log_dir
 
@@ -174,7 +175,7 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
         if code:
             output.note(f"job {rec.job_id} ended {ended.phase.value}: {ended.detail}")
         return code
-    scheduler = "Slurm" if rec.backend == "slurm" else f"the {rec.backend} backend"
+    scheduler = backends.get(rec.backend).scheduler
     log_dir = Path(ended.log_dir or rec.log_dir)
     end = read_log_dir(log_dir).end
     if end is None:

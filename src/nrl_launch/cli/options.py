@@ -20,8 +20,8 @@ import typer
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
-    from nrl_launch.layers import Resolved, Setting
     from nrl_launch.nemorl.job import Prepared
+    from nrl_launch.spec.layers import Resolved, Setting
 
 __all__ = [
     "Account",
@@ -92,12 +92,17 @@ class JobFlags:
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch import layers, output
+        from nrl_launch import backends, output
+        from nrl_launch.backends import rules
         from nrl_launch.nemorl.job import prepare
+        from nrl_launch.spec import lint
 
         resolved = self.resolve(need_driver=need_driver)
-        prepared = prepare(resolved, check=check)
-        for warning in layers.training_warnings(resolved):
+        time_limited = backends.time_limited(resolved.spec.backend)
+        prepared = prepare(
+            resolved, time_limited=time_limited, backend_rules=rules.check, check=check
+        )
+        for warning in lint.training_warnings(resolved):
             output.warn(warning)
         for note in prepared.notes if notes else ():
             output.note(note)
@@ -115,8 +120,10 @@ class JobFlags:
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none). Without
         `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
-        from nrl_launch import layers, output  # pydantic and yaml load here, not for --help
+        from nrl_launch import backends, output
+        from nrl_launch.backends import rules
         from nrl_launch.errors import ConfigError
+        from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
         def load(base: Sequence[Setting]) -> Resolved:
             return layers.load(
@@ -127,6 +134,7 @@ class JobFlags:
                 cwd=Path.cwd(),
                 flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
                 sets=self.sets,
+                backend_rules=rules.check,
             )
 
         try:
@@ -137,7 +145,8 @@ class JobFlags:
             ):
                 raise
             resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        for warning in layers.warnings(resolved, cwd=Path.cwd(), ray=ray):
+        containers = backends.containers(resolved.spec.backend)
+        for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
             output.warn(warning)
         return resolved
 
@@ -438,11 +447,13 @@ def job_flags(
     for key, value, label in _named_items(env or [], secret or []):
         put(key, value, label)
     words = command or []
-    _no_bare_recipe(words, config)
+    from nrl_launch.nemorl import words as recipe_words
+
+    recipe_words.no_bare_recipe(words, config)
     if no_check:
         put("nemo_rl.check", False, "--no-check")
     if config is not None:
-        for key, (value, label) in _recipe_words(words, config).items():
+        for key, (value, label) in recipe_words.recipe_words(words, config).items():
             put(key, value, label)
         words = []
     if interactive:
@@ -483,57 +494,3 @@ def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, str, str
         found.append((f"env.{name}", value, "--env"))
     found += [(f"secrets.{name}", "required", "--secret") for name in secrets]
     return found
-
-
-def _no_bare_recipe(command: list[str], config: str | None) -> None:
-    """`submit grpo` without --config would run a program named grpo: say what is missing."""
-    from nrl_launch.spec import DEFAULT_DRIVERS
-
-    if config is None and command and command[0] in DEFAULT_DRIVERS:
-        raise UsageError(f"RECIPE {command[0]}: give the NeMo RL config with --config FILE")
-
-
-def _recipe_words(words: list[str], config: str) -> dict[str, tuple[Any, str]]:
-    """With --config, the words are [RECIPE] OVERRIDES...: an override holds = or starts ~."""
-    found: dict[str, tuple[Any, str]] = {}
-    if words and "=" not in words[0] and not words[0].startswith(("~", "+")):
-        _no_misplaced_driver(words, config)
-        found["nemo_rl.recipe"] = (words[0], "RECIPE")
-        found["interactive"] = (False, "RECIPE")
-        words = words[1:]
-    if words:
-        found["nemo_rl.overrides"] = (list(words), "OVERRIDES")
-    return found
-
-
-# Words that start a driver command, never a recipe: `render uv run ...` without the `--`.
-_PROGRAMS = frozenset(["uv", "uvx", "python", "python3", "bash", "sh", "torchrun", "ray", "srun"])
-
-
-def _no_misplaced_driver(words: list[str], config: str) -> None:
-    """The first word after --config is read as the RECIPE: say what to do when it is the start
-    of a driver command (its `--` forgotten, so its --config was taken as nrl-launch's, or
-    nrl-launch's --config given with a command after `--`) or an override without its `=`."""
-    from nrl_launch.shell import join
-    from nrl_launch.spec import DEFAULT_DRIVERS
-
-    first = words[0]
-    if first in DEFAULT_DRIVERS:
-        return
-    if first.endswith((".yaml", ".yml")):
-        raise UsageError(
-            f"{first!r} is a config file, not a RECIPE: a job takes one config, with --config "
-            f"(NeMo RL layers configs through the defaults: key of the one you give)"
-        )
-    if first in _PROGRAMS or "/" in first or first.endswith((".py", ".sh")):
-        end = next((i for i, word in enumerate(words) if "=" in word), len(words))
-        driver = join([*words[:end], "--config", config, *words[end:]])
-        raise UsageError(
-            f"{first!r} is a program, not a RECIPE: nrl-launch's --config takes a RECIPE and "
-            f"overrides; a driver command takes its own --config, after the options and --: "
-            f"nrl-launch ... -- {driver}"
-        )
-    if "." in first:  # a dotted key: recipes have no dots
-        raise UsageError(
-            f"override {first!r}: no value; write {first}=VALUE (or ~{first}), after the RECIPE"
-        )

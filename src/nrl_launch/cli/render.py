@@ -91,7 +91,7 @@ def render(
 
     spec = flags.prepare().spec
     # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
-    container_checks.check(spec, on_host=False)
+    container_checks.check(spec, backend=backends.get(spec.backend), on_host=False)
     if backends.get(spec.backend).shares_files:
         from nrl_launch import trust
 

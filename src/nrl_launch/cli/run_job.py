@@ -129,7 +129,7 @@ def run(
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
         )
     # The dry run prints the script only: this machine's files are looked at when it queues.
-    container_checks.check(spec, on_host=not dry_run, ray=False)
+    container_checks.check(spec, backend=backends.get(spec.backend), on_host=not dry_run, ray=False)
     if dry_run:
         return queued.dry_run("run", backend.plan_plain(spec), json=flags.json)
     rec = launch(spec, kind="plain")

@@ -96,7 +96,7 @@ def submit(
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
     flags = job_flags_of(locals())
-    from nrl_launch import container_checks
+    from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch
 
@@ -107,7 +107,7 @@ def submit(
     if chain is not None:  # the command's own mistakes first, then the machine's
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
-    container_checks.check(spec, on_host=True)
+    container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
     records = [launch(spec) for _ in range(chain or 1)]
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)

@@ -56,7 +56,7 @@ from nrl_launch.errors import SchedulerError
 from nrl_launch.spec import LaunchSpec, Mount
 
 if TYPE_CHECKING:
-    from nrl_launch.layers import Resolved
+    from nrl_launch.spec.layers import Resolved
 
 # The package names every check and parser (`doctor.parse_config`, `doctor.dir_check`), as the
 # one module it was did; the tests also reach `_cache_dirs` and `_existing` through it.

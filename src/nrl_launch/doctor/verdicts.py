@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from nrl_launch.backends.slurm import gpu_flag
-from nrl_launch.layers import DEFAULT
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.spec.layers import DEFAULT
 
 if TYPE_CHECKING:
     from nrl_launch import runner

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
-from nrl_launch.layers import Resolved, Setting, describe_errors
 from nrl_launch.nemorl import driver
 from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
 from nrl_launch.storage import is_under, node_local_root
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ class _Source:
 class _Draft:
     spec: LaunchSpec
     sources: dict[str, str]
+    backend_rules: BackendRules | None = None
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
@@ -77,9 +78,18 @@ class _Draft:
         return self.sources.get(key, _DEFAULT) != _DEFAULT
 
 
-def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
+def prepare(
+    resolved: Resolved,
+    *,
+    time_limited: bool,
+    backend_rules: BackendRules | None = None,
+    check: bool | None = None,
+) -> Prepared:
     """Apply the NeMo RL config to the spec; raise ConfigError with every problem when checking
-    (`check` None: the spec's nemo_rl.check) finds any."""
+    (`check` None: the spec's nemo_rl.check) finds any. `time_limited`: the spec's backend ends
+    its jobs at slurm.time (`backends.time_limited`), before which NeMo RL must save;
+    `backend_rules`: what it cannot run, checked again once the config has sized the spec
+    (`backends.rules.check`)."""
     spec = resolved.spec
     nemo = spec.nemo_rl
     source, said, unchecked = _source(resolved)
@@ -107,12 +117,12 @@ def prepare(resolved: Resolved, *, check: bool | None = None) -> Prepared:
             warnings=(*said, *_storage_warnings(spec, None)),
             unchecked=unchecked,
         )
-    draft = _Draft(spec, dict(resolved.sources))
+    draft = _Draft(spec, dict(resolved.sources), backend_rules)
     extra = _extra_nodes(cfg)
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
     _segment(draft, cfg, source.shown)
-    deadline = _deadline(draft, cfg)
+    deadline = _deadline(draft, cfg) if time_limited else []
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
@@ -319,26 +329,25 @@ def _set(draft: _Draft, key: str, value: Any, source: str) -> None:
     section, name = key.split(".")
     data = draft.spec.model_dump()
     data[section][name] = value
-    draft.spec = _validated(data, {key: Setting(key, value, source)})
+    draft.spec = _validated(data, {key: Setting(key, value, source)}, draft.backend_rules)
     draft.sources[key] = source
 
 
-def _validated(data: dict[str, Any], merged: dict[str, Setting]) -> LaunchSpec:
+def _validated(
+    data: dict[str, Any], merged: dict[str, Setting], backend_rules: BackendRules | None
+) -> LaunchSpec:
     try:
-        return LaunchSpec.model_validate(data)
+        return LaunchSpec.model_validate(data, context={"backend_rules": backend_rules})
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, merged)) from None
 
 
 def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """With checkpointing on, save before the time limit (checkpoint_must_save_by)."""
+    """With checkpointing on, save before the time limit (checkpoint_must_save_by); only for a
+    backend whose jobs end at one (else NeMo RL saves as its config says)."""
     if cfg.value("checkpointing.enabled", False) is not True:
         return []
     key = "checkpointing.checkpoint_must_save_by"
-    from nrl_launch import backends
-
-    if not backends.time_limited(draft.spec.backend):
-        return []  # nothing stops the job at a time: NeMo RL saves as its config says
     time = draft.spec.slurm.time
     if time is None:
         if draft.spec.nemo_rl.recipe is not None and cfg.value(key, None) is None:
@@ -423,7 +432,7 @@ def _with_command(draft: _Draft) -> LaunchSpec:
     # The command is built: the spec now runs it as given (nemo_rl keeps the config and the
     # user's overrides, to say where the command came from).
     data["nemo_rl"]["recipe"] = None
-    return _validated(data, {})
+    return _validated(data, {}, draft.backend_rules)
 
 
 def node_local_reason(path: str, spec: LaunchSpec) -> str | None:

@@ -11,41 +11,39 @@ error message can say where a value came from.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from nrl_launch import paths, trust
 from nrl_launch.errors import ConfigError
-from nrl_launch.spec import LaunchSpec
-from nrl_launch.spec_sandbox import (
+from nrl_launch.spec.describe import describe_errors
+from nrl_launch.spec.launch import BackendRules, LaunchSpec
+from nrl_launch.spec.sandbox import (
     RAY_SUB_SANDBOX_ENV,
     exposed_log_mount,
     ray_sub_sandbox_on,
     sandbox_env_vars,
 )
-from nrl_launch.storage import node_local_root
+from nrl_launch.spec.setting import DEFAULT, Resolved, Setting
 
 __all__ = [
+    "DEFAULT",
     "RAY_SUB_ENV",
+    "BackendRules",
     "Resolved",
     "Setting",
+    "describe_errors",
     "find_profile",
     "flatten",
     "load",
     "parse_set",
     "resolve",
-    "training_warnings",
-    "warnings",
 ]
-
-DEFAULT = "default"
 
 # ray.sub's environment variables, so that existing launch scripts keep working.
 RAY_SUB_ENV: dict[str, str] = {
@@ -94,23 +92,6 @@ RAY_SUB_REFUSED: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*")
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One value from one layer: `key` is dotted (`slurm.nodes`), `source` says where from."""
-
-    key: str
-    value: Any
-    source: str
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The validated spec, the merged raw values, and the source of every value."""
-
-    spec: LaunchSpec
-    sources: dict[str, str] = field(default_factory=dict)
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -320,11 +301,15 @@ def _nest(settings: Iterable[Setting]) -> dict[str, Any]:
     return root
 
 
-def resolve(layers: Sequence[Sequence[Setting]]) -> Resolved:
-    """Merge the layers (lowest precedence first), validate once, and keep each value's source."""
+def resolve(
+    layers: Sequence[Sequence[Setting]], *, backend_rules: BackendRules | None = None
+) -> Resolved:
+    """Merge the layers (lowest precedence first), validate once, and keep each value's source.
+    `backend_rules`: what the spec's backend cannot run (`backends.rules.check`)."""
     merged = _merge(s for layer in layers for s in layer)
+    context = {"backend_rules": backend_rules}
     try:
-        spec = LaunchSpec.model_validate(_nest(merged.values()))
+        spec = LaunchSpec.model_validate(_nest(merged.values()), context=context)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, merged)) from None
     sources = {key: DEFAULT for key, _ in flatten(spec.model_dump(mode="json"))}
@@ -343,6 +328,7 @@ def load(
     flags: Sequence[Setting],
     sets: Sequence[str],
     base: Sequence[Setting] = (),
+    backend_rules: BackendRules | None = None,
 ) -> Resolved:
     """Read every layer and resolve the spec. The order of this list is the precedence.
 
@@ -359,208 +345,10 @@ def load(
             env_settings(environ),
             flags,
             parse_set(sets),
-        ]
+        ],
+        backend_rules=backend_rules,
     )
     exposed = exposed_log_mount(resolved.spec, cwd)
     if exposed:
         raise ConfigError([exposed])
     return resolved
-
-
-def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
-    """One line per problem: the key, the value given, its source and what is accepted."""
-    lines = []
-    for err in exc.errors():
-        # Drop list indexes and the "[key]" marker of a bad dict key: the path names the key.
-        loc = [str(p) for p in err["loc"] if not isinstance(p, int) and p != "[key]"]
-        key = ".".join(loc)
-        source = _source_of(key, merged)
-        origin = f" (from {source})" if source else ""
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
-            continue
-        text = _plain_message(err)
-        # A validator that finds several problems in one value says each on a line of its own.
-        for line in text.splitlines():
-            message = line[:1].lower() + line[1:]
-            if not key:  # a rule across sections: its message names the keys
-                lines.append(message)
-            elif isinstance(err["input"], (dict, list, tuple)) or err["type"] == "missing":
-                lines.append(f"{key}: {message}{origin}")
-            else:
-                got = f"got {err['input']!r}" + (f", from {source}" if source else "")
-                lines.append(f"{key}: {message} ({got})")
-    return lines
-
-
-# pydantic's words for a wrong kind of value, in YAML's: YAML has lists and mappings, not
-# tuples, dictionaries or Python classes.
-_KINDS = {
-    "tuple_type": "must be a list, e.g. [a, b]",
-    "list_type": "must be a list, e.g. [a, b]",
-    "model_type": "must be a mapping of keys (KEY: VALUE)",
-    "dict_type": "must be a mapping of keys (KEY: VALUE)",
-}
-
-
-def _plain_message(err: Any) -> str:
-    """A pydantic error's message as the user reads it: in YAML's words, with a hint when YAML
-    made a boolean of what was meant as a word (`on`, `yes`)."""
-    text = _KINDS.get(err["type"]) or str(err["msg"]).removeprefix("Value error, ")
-    if isinstance(err.get("input"), bool) and err["type"] in ("literal_error", "enum"):
-        text += " (YAML reads yes/no/on/off/true/false as a boolean: quote the word)"
-    return text
-
-
-def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:
-    for k, setting in merged.items():
-        if k == key or k.startswith(key + ".") or key.startswith(k + "."):
-            return setting.source
-    return None
-
-
-def _did_you_mean(loc: list[str]) -> str:
-    model: type[BaseModel] = LaunchSpec
-    for part in loc[:-1]:
-        info = model.model_fields.get(part)
-        annotation = info.annotation if info else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return ""
-        model = annotation
-    names = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{hint} (accepted: {', '.join(names)})"
-
-
-# ---- Warnings: what a valid spec would silently get wrong ----
-
-
-def warnings(resolved: Resolved, *, cwd: Path, ray: bool = True) -> list[str]:
-    """What the job would get wrong without a word from Slurm or the job: one line each.
-    `cwd`: where a relative path is taken from (the job is submitted from there). Without
-    `ray` the job starts no Ray (run, pull): its ray and sandbox keys are not used."""
-    spec, sources = resolved.spec, resolved.sources
-    found = []
-    read = {source for key, source in sources.items() if ray or not key.startswith(_RAY_JOB_ONLY)}
-    from_env = [name for name in RAY_SUB_ENV if f"env {name}" in read]
-    if from_env:
-        used = ", ".join(f"{name} ({RAY_SUB_ENV[name]})" for name in from_env)
-        found.append(
-            f"ray.sub variables set in your shell are used: {used}; unset them if they are "
-            "not meant for this job"
-        )
-    if (
-        ray
-        and spec.ray.dedicated_head
-        and sources.get("ray.dedicated_head") == "env DEDICATED_RAY_HEAD"
-    ):
-        found.append(
-            f"DEDICATED_RAY_HEAD=1: the Ray head gets a node of its own beyond slurm.nodes, "
-            f"{spec.allocated_nodes} nodes in all; unlike with ray.sub, --nodes counts only the "
-            f"GPU nodes ({spec.slurm.nodes}), so keep cluster.num_nodes as it was"
-        )
-    # Only where no one chose to run without a container (pull does, whatever the profile says;
-    # the local backend never runs one, and a profile's mounts are for the cluster's jobs).
-    chosen = sources.get("container.runtime", DEFAULT) != DEFAULT or spec.backend == "local"
-    if spec.container.mounts and spec.container.runtime == "none" and not chosen:
-        found.append(
-            f"container.mounts (from {sources['container.mounts']}) are not used: the job runs "
-            "without a container; give --container IMAGE, or drop the mounts"
-        )
-    if ray:
-        found += _exposure_warnings(spec)
-    found += _cache_warnings(spec)
-    base = spec.logs.base_dir
-    nodes = spec.allocated_nodes if ray else spec.slurm.nodes  # no Ray, no head of its own
-    where = cwd / base  # the job's dir is made from where it is submitted
-    root = node_local_root(str(where))
-    if nodes > 1 and root is not None:
-        here = "" if Path(base).is_absolute() else f", {where} from this directory,"
-        found.append(
-            f"logs.base_dir {base}{_origin('logs.base_dir', sources)}{here} is local to each node "
-            f"({root}): each of the job's {nodes} nodes would write its logs and state where "
-            "neither the others nor status and logs can read them; choose a directory every "
-            "node shares"
-        )
-    return found
-
-
-def _exposure_warnings(spec: LaunchSpec) -> list[str]:
-    """What a Ray job would open to other users of the cluster, by the user's own choice."""
-    found = []
-    if spec.ray.external_debugger:
-        found.append(
-            "ray.external_debugger is on: a breakpoint on any node opens Ray's debugger on that "
-            "node's address with no password, and whoever connects first gets a Python prompt "
-            "as you; turn it on only where everyone who can reach the nodes is trusted"
-        )
-    sandbox = spec.sandbox
-    if sandbox is None:
-        return found
-    blocked = sandbox.env.get("NEMO_SKILLS_SANDBOX_BLOCK_NETWORK", "1") != "0"
-    found.append(
-        f"sandbox: NeMo Skills' sandbox answers on every address of each node (ports "
-        f"{sandbox.ports()}) with no authentication: anyone who can reach the nodes can run code "
-        "in it, as you. It sees no file of the job but its exchange dir, no secret and no Ray "
-        "token; "
-        + (
-            "NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=1 keeps the code it runs off the network"
-            if blocked
-            else "sandbox.env turns NeMo Skills' network block off: the code it runs can reach "
-            "the network"
-        )
-    )
-    if sandbox.unsafe_on_host:
-        found.append(
-            "sandbox.unsafe_on_host: the sandbox's code runs on each node as you, with your "
-            "files, the job's log dir and its Ray token within reach"
-        )
-    return found
-
-
-def _cache_warnings(spec: LaunchSpec) -> list[str]:
-    """Caches another user can write: what they plant there (a uv wheel, a model's remote code)
-    runs in the job."""
-    found = []
-    for root in spec.caches.roots():
-        why = trust.shared(Path(root)) or trust.replaceable(Path(root))
-        if why:
-            found.append(
-                f"caches {root}: {why}: another user could put code there that your job runs "
-                "(a uv wheel, a model's remote code); keep the caches to yourself"
-            )
-    return found
-
-
-# The keys only a Ray job reads: a plain job (run, pull) starts neither Ray nor a sandbox.
-_RAY_JOB_ONLY = ("ray.", "sandbox.")
-
-
-# Slurm reads `4:00` as MM:SS, 4 minutes. Under 10 "minutes" hours were more likely meant
-# (4:00:00) for a training run; 20:00 is as likely a short run of 20 minutes.
-_MINUTES_SECONDS = re.compile(r"(\d+):(\d\d)")
-
-
-def training_warnings(resolved: Resolved) -> list[str]:
-    """What a job that runs a driver (a training run) would get wrong: a time limit of a few
-    minutes written as hours."""
-    spec = resolved.spec
-    if spec.interactive or (spec.driver.command is None and spec.nemo_rl.recipe is None):
-        return []
-    if spec.slurm.time is None:
-        return []
-    time = spec.slurm.time.strip()
-    match = _MINUTES_SECONDS.fullmatch(time)
-    if not match or int(match[1]) >= 10:
-        return []
-    seconds = f" {int(match[2])} seconds" if int(match[2]) else ""
-    return [
-        f"slurm.time {time!r}{_origin('slurm.time', resolved.sources)} is {int(match[1])} "
-        f"minutes{seconds} to Slurm (MM:SS); for hours write {time}:00"
-    ]
-
-
-def _origin(key: str, sources: Mapping[str, str]) -> str:
-    source = sources.get(key, DEFAULT)
-    return "" if source == DEFAULT else f" (from {source})"

@@ -1,6 +1,6 @@
 """The value types and checks the job spec's fields share: names, times, paths, text.
 
-Pure functions and `Annotated` types, each raising ValueError with what is accepted; `spec.py`
+Pure functions and `Annotated` types, each raising ValueError with what is accepted; `models.py`
 builds its models from them.
 """
 

@@ -1,13 +1,12 @@
-"""The job spec: typed, frozen, validated once at the edge.
+"""The job spec's sections: typed, frozen, validated once at the edge.
 
 Every key a user can set lives here with its default. Unknown keys are refused (`extra="forbid"`),
 and each constraint says in its message what is accepted, because that message is what a user
-sees at 2 a.m. (see `layers.describe_errors`).
+sees at 2 a.m. (see `describe.describe_errors`). `launch.LaunchSpec` puts the sections together.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,7 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import (
+from nrl_launch.spec import sbatch_args
+from nrl_launch.spec.fields import (
     MOUNT_FLAGS,
     EnvName,
     Int,
@@ -35,39 +35,16 @@ from nrl_launch.spec_fields import (
     check_path_part,
     check_time,
     printable,
-    refuse_credentials,
-    reserved_env_name,
-    slurm_time_minutes,
 )
-from nrl_launch.spec_sandbox import SandboxSpec, check_sandbox
-
-__all__ = [
-    "DEFAULT_DRIVERS",
-    "DEFAULT_SECRETS",
-    "CachesSpec",
-    "ContainerSpec",
-    "DriverSpec",
-    "LaunchSpec",
-    "LeptonMount",
-    "LeptonSpec",
-    "LogsSpec",
-    "Mount",
-    "NemoRLSpec",
-    "RayPorts",
-    "RaySpec",
-    "RayTimeouts",
-    "SandboxSpec",
-    "SlurmSpec",
-    "reserved_env_name",
-    "slurm_time_minutes",
-]
 
 
-class _Spec(BaseModel):
+class SpecBase(BaseModel):
+    """Every section of the spec: unknown keys refused, frozen, defaults validated too."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-class Mount(_Spec):
+class Mount(SpecBase):
     """A bind mount, written `SRC:DST[:FLAGS]` (or `PATH` for the same path inside)."""
 
     src: Text
@@ -102,7 +79,7 @@ class Mount(_Spec):
         return f"{self.src}:{self.dst}" + (f":{self.flags}" if self.flags else "")
 
 
-class SlurmSpec(_Spec):
+class SlurmSpec(SpecBase):
     # squeue and sacct print one job per line: a control character in a name would split it.
     job_name: Annotated[NonEmpty, BeforeValidator(as_text), AfterValidator(printable)] = (
         "nrl-launch"
@@ -143,8 +120,6 @@ class SlurmSpec(_Spec):
     def _not_owned(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         if not value:
             return value  # most jobs: no need to load sbatch's option table
-        from nrl_launch import sbatch_args
-
         # The fields above are validated first; one that failed is missing here.
         gres_owned = (
             info.data.get("gpu_request") == "gres" and info.data.get("gpus_per_node", 0) > 0
@@ -162,7 +137,7 @@ class SlurmSpec(_Spec):
         return value
 
 
-class ContainerSpec(_Spec):
+class ContainerSpec(SpecBase):
     runtime: Literal["pyxis", "none"]
     image: NonEmpty | None = None
     mounts: tuple[Mount, ...] = ()
@@ -193,7 +168,7 @@ class ContainerSpec(_Spec):
         return self
 
 
-class RayPorts(_Spec):
+class RayPorts(SpecBase):
     """Every port Ray opens. The same ports are used on every node (one raylet per node)."""
 
     gcs: Port = 1200
@@ -230,7 +205,7 @@ class RayPorts(_Spec):
         return self
 
 
-class RayTimeouts(_Spec):
+class RayTimeouts(SpecBase):
     """Bounds, in seconds, on each wait of the bring-up: nothing waits forever."""
 
     head_start_s: Int = Field(default=300, ge=1)
@@ -247,7 +222,7 @@ def _yaml_switch(value: Any) -> Any:
     return value
 
 
-class RaySpec(_Spec):
+class RaySpec(SpecBase):
     ports: RayPorts = RayPorts()
     timeouts: RayTimeouts = RayTimeouts()
     # token: Ray's token authentication (Ray >= 2.52) with a fresh token per job, so that no
@@ -264,7 +239,7 @@ class RaySpec(_Spec):
     dedicated_head: bool = False
 
 
-class LeptonMount(_Spec):
+class LeptonMount(SpecBase):
     """Storage every Lepton worker mounts: `path` of the volume `source` at `mount_path`."""
 
     source: NonEmpty  # the volume, as Lepton names it: node-nfs:<volume>, or a storage name
@@ -278,7 +253,7 @@ class LeptonMount(_Spec):
         return value
 
 
-class LeptonSpec(_Spec):
+class LeptonSpec(SpecBase):
     """Where a job runs on DGX Cloud Lepton (backend lepton): one worker per node."""
 
     resource_shape: NonEmpty | None = None  # e.g. gpu.8xh100-80gb: GPUs and their kind, per worker
@@ -292,7 +267,7 @@ class LeptonSpec(_Spec):
     max_failure_retry: Int = Field(default=0, ge=0)
 
 
-class LogsSpec(_Spec):
+class LogsSpec(SpecBase):
     # Relative paths are relative to the directory `sbatch` runs in, as with ray.sub.
     base_dir: SbatchValue = "."
 
@@ -306,7 +281,7 @@ class LogsSpec(_Spec):
         return value
 
 
-class CachesSpec(_Spec):
+class CachesSpec(SpecBase):
     """Caches every node must share: HF conversions and uv builds race or fail on node-local
     caches. `dir` alone sets them all (`caches: /lustre/me/cache` is short for it); a key of its
     own moves one of them elsewhere."""
@@ -383,7 +358,7 @@ DEFAULT_DRIVERS = {
 }
 
 
-class NemoRLSpec(_Spec):
+class NemoRLSpec(SpecBase):
     """The NeMo RL config the job trains with. nrl-launch reads it to size and check the job
     before queueing, and with a recipe builds the driver command itself."""
 
@@ -417,7 +392,7 @@ class NemoRLSpec(_Spec):
         return self
 
 
-class DriverSpec(_Spec):
+class DriverSpec(SpecBase):
     command: tuple[Text, ...] | None = None
     workdir: Text | None = None
 
@@ -434,206 +409,3 @@ class DriverSpec(_Spec):
 SecretNeed = Literal["required", "optional", "off"]
 # Passed when set, by name: the tokens NeMo RL's guides use. A job may mark one required.
 DEFAULT_SECRETS: dict[str, SecretNeed] = {"HF_TOKEN": "optional", "WANDB_API_KEY": "optional"}
-
-
-class LaunchSpec(_Spec):
-    """Everything needed to render and launch one job."""
-
-    # slurm: a batch job on a Slurm cluster; local: the same bring-up on this machine, one node.
-    # lepton: a batch job of one worker per node on DGX Cloud Lepton.
-    backend: Literal["slurm", "local", "lepton"] = "slurm"
-    interactive: bool = False
-    slurm: SlurmSpec = SlurmSpec()
-    container: ContainerSpec = ContainerSpec(runtime="none")
-    ray: RaySpec = RaySpec()
-    logs: LogsSpec = LogsSpec()
-    caches: CachesSpec = CachesSpec()
-    env: dict[EnvName, Annotated[Text, BeforeValidator(as_text)]] = {}
-    secrets: dict[EnvName, SecretNeed] = DEFAULT_SECRETS
-    setup: Text | None = None
-    driver: DriverSpec = DriverSpec()
-    nemo_rl: NemoRLSpec = NemoRLSpec()
-    lepton: LeptonSpec = LeptonSpec()
-    # ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND: a sandbox beside Ray on every node.
-    sandbox: SandboxSpec | None = None
-
-    @field_validator("secrets", mode="before")
-    @classmethod
-    def _secrets_over_defaults(cls, value: Any) -> Any:
-        # `secrets: [A, B]` lists required ones; either form adds to the defaults.
-        # A list of anything but names is left for validation to refuse (not hashed here).
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            value = dict.fromkeys(value, "required")
-        if isinstance(value, dict):
-            # YAML reads a bare `off` as false: the word meant, as ray.auth takes it.
-            value = {name: "off" if need is False else need for name, need in value.items()}
-        return {**DEFAULT_SECRETS, **value} if isinstance(value, dict) else value
-
-    @property
-    def required_secrets(self) -> list[str]:
-        return sorted(n for n, need in self.secrets.items() if need == "required")
-
-    @property
-    def optional_secrets(self) -> list[str]:
-        return sorted(n for n, need in self.secrets.items() if need == "optional")
-
-    def exclusive_nodes(self, *, ray: bool = True) -> bool:
-        """Whether the job takes whole nodes: slurm.exclusive, else whole nodes for a Ray job
-        and for a plain job (`ray` false) with GPUs."""
-        if self.slurm.exclusive is not None:
-            return self.slurm.exclusive
-        return ray or self.slurm.gpus_per_node > 0
-
-    @property
-    def allocated_nodes(self) -> int:
-        """The nodes the job allocates: slurm.nodes (its GPU nodes), and its dedicated Ray head."""
-        return self.slurm.nodes + (1 if self.ray.dedicated_head else 0)
-
-    @model_validator(mode="after")
-    def _check(self) -> LaunchSpec:
-        if self.interactive and self.driver.command is not None:
-            raise ValueError(
-                "driver.command is set but the job is interactive: "
-                "drop --interactive, or the command"
-            )
-        recipe = self.nemo_rl.recipe
-        if recipe is not None and self.driver.command is not None:
-            raise ValueError(
-                f"nemo_rl.recipe {recipe!r} builds the driver command, but driver.command is "
-                "set too: give one of them"
-            )
-        if recipe is not None and self.interactive:
-            raise ValueError(
-                f"nemo_rl.recipe {recipe!r} runs a driver, but the job is interactive: "
-                "drop one of them"
-            )
-        if not self.interactive and self.driver.command is None and recipe is None:
-            raise ValueError(
-                "driver.command is not set: give the driver after `--` (e.g. -- uv run "
-                "examples/run_grpo.py), or pass --interactive for a cluster that stays up"
-            )
-        if self.backend == "local" and self.slurm.nodes != 1:
-            raise ValueError(
-                f"slurm.nodes: the local backend runs one node on this machine, not "
-                f"{self.slurm.nodes}; use --nodes 1, or --backend slurm"
-            )
-        if self.backend == "local" and self.ray.dedicated_head:
-            raise ValueError(
-                "ray.dedicated_head: the local backend runs one node on this machine, the head "
-                "with its GPUs; drop --dedicated-head, or use --backend slurm"
-            )
-        if self.backend == "local" and self.container.runtime != "none":
-            raise ValueError(
-                "container.runtime: the local backend runs without a container (pyxis is a Slurm "
-                "plugin); use --container-runtime none"
-            )
-        if self.backend == "lepton":
-            _check_lepton(self)
-        _check_worker_ports(self.ray.ports, self.slurm.gpus_per_node)
-        check_sandbox(self)
-        if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
-            raise ValueError(
-                f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
-                "mount into the container; choose another directory"
-            )
-        _check_env(self)
-        return self
-
-
-def _check_env(spec: LaunchSpec) -> None:
-    """The job's env against its secrets and caches: a value that is a secret's, or that the
-    caches would replace."""
-    for name in sorted(set(spec.env) & set(spec.required_secrets + spec.optional_secrets)):
-        raise ValueError(
-            f"env.{name}: {name} is listed in secrets; a secret is passed by name only"
-        )
-    refuse_credentials(
-        spec.env,
-        "env",
-        "and a value in env is written into the job script, spec.json, the job record and "
-        "sbatch's command line; pass it by name instead: export it and give --secret {name}",
-    )
-    # The job exports the caches' variables after the env's: one of the env's (or a secret's)
-    # under the same name would be lost without a word.
-    caches = spec.caches.env()
-    for name in sorted(set(caches) & {*spec.env, *spec.secrets}):
-        key = "env" if name in spec.env else "secrets"
-        raise ValueError(
-            f"{key}.{name}: the caches set {name} (to {caches[name]!r}); say where that "
-            "cache goes under caches (hf_home, uv, megatron, enroot) instead"
-        )
-
-
-def _check_worker_ports(ports: RayPorts, gpus: int) -> None:
-    """Ray's worker ports: 16 per GPU, never fewer than 64."""
-    width = ports.worker_max - ports.worker_min + 1
-    need = max(64, 16 * gpus)
-    if width < need and ports.model_fields_set.isdisjoint({"worker_min", "worker_max"}):
-        # The range is the default one: the GPU count is what is off (--gpus-per-node 99).
-        raise ValueError(
-            f"slurm.gpus_per_node: {gpus} GPUs per node is more than the Ray worker ports "
-            f"{ports.worker_min}-{ports.worker_max} serve ({width // 16} at 16 ports each): "
-            "give the GPUs of one node, or widen ray.ports.worker_min..worker_max"
-        )
-    if width < need:
-        raise ValueError(
-            f"ray.ports.worker_min..worker_max: {ports.worker_min}-{ports.worker_max} holds "
-            f"{width} ports; need at least {need} (16 per GPU, never fewer than 64)"
-        )
-
-
-# Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit
-# adds 6 ('-' and 5 of a-z0-9) so that every job, and so its log dir, has a name of its own.
-LEPTON_NAME_SUFFIX = 6
-_LEPTON_NAME = re.compile(rf"[a-z][a-z0-9-]{{0,{35 - LEPTON_NAME_SUFFIX}}}")
-_LEPTON_SHAPE_GPUS = re.compile(r"gpu\.(\d+)x")
-
-
-def _check_lepton(spec: LaunchSpec) -> None:
-    """What a job needs to run on Lepton: where (shape, node group), its image, and a log dir
-    on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
-    lepton, name = spec.lepton, spec.slurm.job_name
-    if spec.ray.dedicated_head:
-        raise ValueError(
-            "ray.dedicated_head: not on lepton (its workers are all of one GPU shape); drop "
-            "--dedicated-head, or use --backend slurm"
-        )
-    for key in ("resource_shape", "node_group"):
-        if getattr(lepton, key) is None:
-            raise ValueError(f"lepton.{key}: backend lepton needs it (see `lep node list`)")
-    if not _LEPTON_NAME.fullmatch(name) or name.endswith("-"):
-        raise ValueError(
-            f"slurm.job_name: {name!r} is not a Lepton job name: up to "
-            f"{36 - LEPTON_NAME_SUFFIX} of a-z, 0-9 and '-', starting with a letter, not ending "
-            "with '-' (submit adds a suffix of its own)"
-        )
-    image = spec.container.image
-    if image is None or image.startswith(("/", ".")) or image.endswith(".sqsh"):
-        raise ValueError(
-            f"container.image: backend lepton pulls a registry image (e.g. nvcr.io/nvidia/"
-            f"nemo-rl:v0.6.0), not {image!r}"
-        )
-    if spec.container.mounts:
-        raise ValueError("container.mounts: on lepton, storage is mounted with lepton.mounts")
-    if spec.container.workdir is not None:
-        raise ValueError(
-            "container.workdir: on lepton the job starts in its image's own workdir; set "
-            "driver.workdir for the driver"
-        )
-    shape = _LEPTON_SHAPE_GPUS.match(lepton.resource_shape or "")
-    if shape and int(shape[1]) != spec.slurm.gpus_per_node:
-        raise ValueError(
-            f"slurm.gpus_per_node: {spec.slurm.gpus_per_node}, but lepton.resource_shape "
-            f"{lepton.resource_shape!r} gives each worker {shape[1]}"
-        )
-    base = spec.logs.base_dir.rstrip("/")
-    mounted = [m.mount_path.rstrip("/") for m in lepton.mounts]
-    if not any(base == m or base.startswith(m + "/") for m in mounted):
-        raise ValueError(
-            f"logs.base_dir: {spec.logs.base_dir!r} must be an absolute path on storage every "
-            f"worker mounts (lepton.mounts: {', '.join(mounted) or 'none'}), where the head and "
-            "the workers meet"
-        )
-    for env in lepton.secret_refs:
-        if spec.secrets.get(env, "off") == "off":
-            raise ValueError(f"lepton.secret_refs.{env}: {env} is not one of the job's secrets")

@@ -5,7 +5,7 @@ NeMo Gym's resource servers call on 127.0.0.1). It listens on `port` (nginx, in 
 image) and starts its workers from `base_port` up: that band is reserved for it, and no Ray port
 of the job may fall in it. The head starts the driver only once every node's sandbox answers.
 
-`spec.py` holds the field (`LaunchSpec.sandbox`) and calls `check_sandbox` from its cross-section
+`launch.py` holds the field (`LaunchSpec.sandbox`) and calls `check_sandbox` from its cross-section
 check; `layers.py` reads ray.sub's variables, with `ray_sub_sandbox_on` and `sandbox_env_vars`.
 """
 
@@ -26,11 +26,12 @@ from pydantic import (
     model_validator,
 )
 
-from nrl_launch.spec_fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
+from nrl_launch.spec.fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
+from nrl_launch.spec.models import Mount
 from nrl_launch.storage import is_under
 
 if TYPE_CHECKING:
-    from nrl_launch.spec import LaunchSpec
+    from nrl_launch.spec.launch import LaunchSpec
 
 __all__ = [
     "DEFAULT_SANDBOX_BASE_PORT",
@@ -97,8 +98,6 @@ RAY_SUB_SANDBOX_ENV: dict[str, str] = {
 
 def _mount(value: Any) -> Any:
     """A mount as container.mounts takes it (SRC:DST[:FLAGS]), kept as that text."""
-    from nrl_launch.spec import Mount  # spec.py imports this module: not at its top
-
     try:
         return str(Mount.model_validate(value))
     except ValidationError as exc:
@@ -222,7 +221,8 @@ def _check_image(sandbox: SandboxSpec, runtime: str) -> None:
 
 
 def check_sandbox(spec: LaunchSpec) -> None:
-    """The sandbox against the rest of the job: its backend, its image and the Ray ports.
+    """The sandbox against the rest of the job: its image and the Ray ports (whether its
+    backend runs one at all is the backend's rule: `backends.rules`).
 
     Raises:
         ValueError: one line naming the keys, and what is accepted.
@@ -230,11 +230,6 @@ def check_sandbox(spec: LaunchSpec) -> None:
     sandbox = spec.sandbox
     if sandbox is None:
         return
-    if spec.backend != "slurm":
-        raise ValueError(
-            f"sandbox: backend {spec.backend} cannot run a sandbox beside Ray (it runs one per "
-            "Slurm node, in a step of its own); use --backend slurm, or drop the sandbox section"
-        )
     _check_image(sandbox, spec.container.runtime)
     if "NEMO_SKILLS_SANDBOX_PORT" in spec.env:
         raise ValueError(

@@ -1,0 +1,81 @@
+"""Validation errors as the user reads them: one `key: message` line per problem, with the
+value given, where it came from and what is accepted (never a pydantic traceback)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from nrl_launch.spec.launch import LaunchSpec
+from nrl_launch.spec.setting import Setting
+
+__all__ = ["describe_errors"]
+
+
+def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
+    """One line per problem: the key, the value given, its source and what is accepted."""
+    lines = []
+    for err in exc.errors():
+        # Drop list indexes and the "[key]" marker of a bad dict key: the path names the key.
+        loc = [str(p) for p in err["loc"] if not isinstance(p, int) and p != "[key]"]
+        key = ".".join(loc)
+        source = _source_of(key, merged)
+        origin = f" (from {source})" if source else ""
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
+            continue
+        text = _plain_message(err)
+        # A validator that finds several problems in one value says each on a line of its own.
+        for line in text.splitlines():
+            message = line[:1].lower() + line[1:]
+            if not key:  # a rule across sections: its message names the keys
+                lines.append(message)
+            elif isinstance(err["input"], (dict, list, tuple)) or err["type"] == "missing":
+                lines.append(f"{key}: {message}{origin}")
+            else:
+                got = f"got {err['input']!r}" + (f", from {source}" if source else "")
+                lines.append(f"{key}: {message} ({got})")
+    return lines
+
+
+# pydantic's words for a wrong kind of value, in YAML's: YAML has lists and mappings, not
+# tuples, dictionaries or Python classes.
+_KINDS = {
+    "tuple_type": "must be a list, e.g. [a, b]",
+    "list_type": "must be a list, e.g. [a, b]",
+    "model_type": "must be a mapping of keys (KEY: VALUE)",
+    "dict_type": "must be a mapping of keys (KEY: VALUE)",
+}
+
+
+def _plain_message(err: Any) -> str:
+    """A pydantic error's message as the user reads it: in YAML's words, with a hint when YAML
+    made a boolean of what was meant as a word (`on`, `yes`)."""
+    text = _KINDS.get(err["type"]) or str(err["msg"]).removeprefix("Value error, ")
+    if isinstance(err.get("input"), bool) and err["type"] in ("literal_error", "enum"):
+        text += " (YAML reads yes/no/on/off/true/false as a boolean: quote the word)"
+    return text
+
+
+def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:
+    for k, setting in merged.items():
+        if k == key or k.startswith(key + ".") or key.startswith(k + "."):
+            return setting.source
+    return None
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    model: type[BaseModel] = LaunchSpec
+    for part in loc[:-1]:
+        info = model.model_fields.get(part)
+        annotation = info.annotation if info else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    names = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (accepted: {', '.join(names)})"
