@@ -40,7 +40,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_contains_every_template(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     templates = sorted(
-        p.relative_to(REPO / "templates") for p in (REPO / "templates").rglob("*.j2")
+        p.relative_to(REPO / "src" / "nrl_launch" / "templates")
+        for p in (REPO / "src" / "nrl_launch" / "templates").rglob("*.j2")
     )
     assert templates
     for template in templates:

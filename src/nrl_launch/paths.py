@@ -40,15 +40,9 @@ def state_dir(environ: Mapping[str, str]) -> Path:
 
 
 def templates_dir() -> Path:
-    """Where the job templates are: inside the installed package, else the source checkout.
-
-    The wheel carries them as package data (pyproject's force-include); an editable install
-    runs from the source tree, where they sit at the top of the repository.
-    """
-    packaged = Path(__file__).parent / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "templates"
+    """Where the job templates are: in the package (src/nrl_launch/templates/), which the wheel
+    carries as it carries the modules, and an editable install runs from."""
+    return Path(__file__).parent / "templates"
 
 
 def private_dir(path: Path) -> None:

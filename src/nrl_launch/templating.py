@@ -1,4 +1,4 @@
-"""The one Jinja environment. Templates live in the top-level templates/ folder.
+"""The one Jinja environment. Templates live in the package, in nrl_launch/templates/.
 
 `StrictUndefined` turns a misspelled variable into an error instead of an empty string, and
 `finalize` refuses to print any string that did not pass through the `q` (shell-quote) filter, so
