@@ -11,6 +11,7 @@ __all__ = [
     "PROFILE_ENV",
     "PROFILE_NAME",
     "STATE_ENV",
+    "node_dir",
     "private_dir",
     "read_config_text",
     "read_text",
@@ -43,6 +44,11 @@ def templates_dir() -> Path:
     """Where the job templates are: in the package (src/nrl_launch/templates/), which the wheel
     carries as it carries the modules, and an editable install runs from."""
     return Path(__file__).parent / "templates"
+
+
+def node_dir() -> Path:
+    """Where the node program's files are (nrl_launch/node/: static bash, see node/__init__)."""
+    return Path(__file__).parent / "node"
 
 
 def private_dir(path: Path) -> None:
