@@ -94,3 +94,13 @@ missing_secret() {
   return 1
 }
 
+# The job's environment (job_env, in the header) and setup command, in this shell (so that
+# setup can activate a venv for Ray or the command), without `set -u` for setup: activate
+# scripts often read unset variables.
+enter_job_env() {
+  job_env
+  [[ -n $NRL_SETUP ]] || return 0
+  set +u
+  eval "$NRL_SETUP" || return 1
+  set -u
+}

@@ -1,4 +1,5 @@
 # The job's secrets on its nodes, by name (NRL_SECRETS_FILE and NRL_KNOWN_SECRETS: the header).
+
 # The secrets in NRL_SECRETS_FILE (NAME=VALUE, each ended by a NUL), those the job names only
 # (required or optional), exported; a file that is not yours alone is not read.
 load_secrets() {
