@@ -28,7 +28,7 @@ class PrecompiledTemplates(BuildHookInterface):
             from nrl_launch.templating import precompile
         finally:
             sys.path.remove(str(root / "src"))
-        precompile(self._out, templates=root / "templates")
+        precompile(self._out, templates=root / "src" / "nrl_launch" / "templates")
         build_data["force_include"][str(self._out)] = "nrl_launch/_templates_compiled"
 
     def finalize(  # the interface's arguments; only the temporary directory matters here

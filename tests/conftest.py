@@ -98,6 +98,13 @@ def need_tool(name: str) -> str:
     return path
 
 
+def source_job(script: str) -> str:
+    """Bash code that sources the job script `script` (its values and functions: sourced, a
+    job script runs nothing), for a test to run its own code after."""
+    assert "\nNRL_TEST_END\n" not in script
+    return f"source /dev/stdin <<'NRL_TEST_END'\n{script}\nNRL_TEST_END\n"
+
+
 def shellcheck(script: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [need_tool("shellcheck"), "--shell=bash", "--severity=style", str(script)],

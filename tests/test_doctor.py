@@ -25,7 +25,7 @@ from nrl_launch.runner import Completed
 from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
-from tests.conftest import Cli, shellcheck
+from tests.conftest import Cli, shellcheck, source_job
 from tests.test_imports import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
@@ -693,10 +693,8 @@ def test_probe_script_quotes_every_dir(tmp_path: Path) -> None:
     job = spec(caches__hf_home=hostile)
     _, text = node_probe.probe_request(job, [("caches.hf_home", Path(hostile))], tmp_path / "p")
     # The dir list alone, run: bash must read the path back unchanged, running nothing.
-    start = text.index("NRL_PROBE_DIRS=(")
-    dirs = text[start : text.index("\n)\n", start) + 3]
     script = tmp_path / "dirs.sh"
-    script.write_text(dirs + 'printf "%s\\n" "${NRL_PROBE_DIRS[@]}"\n')
+    script.write_text(source_job(text) + 'printf "%s\\n" "${NRL_PROBE_DIRS[@]}"\n')
     run = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, cwd=tmp_path, check=True
     )

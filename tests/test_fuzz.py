@@ -50,7 +50,7 @@ from nrl_launch import backends
 from nrl_launch.backends import Request, slurm
 from nrl_launch.spec import DEFAULT_DRIVERS, CachesSpec, LaunchSpec, reserved_env_name
 from nrl_launch.spec.layers import describe_errors
-from tests.conftest import need_tool
+from tests.conftest import need_tool, source_job
 
 EXAMPLES = int(os.environ.get("NRL_LAUNCH_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(
@@ -391,11 +391,8 @@ def cases(draw: st.DrawFn) -> Case:
 
 
 def _definitions(script: str) -> str:
-    """The script's assignments and functions: everything before the code its steps run."""
-    for marker in ("\n# ---- Batch step", "\n# ---- The job: this machine"):
-        if marker in script:
-            return script.split(marker)[0]
-    raise AssertionError("no end of the definitions in the script")
+    """The script's assignments and functions, as bash has them once it sources the script."""
+    return source_job(script)
 
 
 def _submit_line(script: str) -> str:

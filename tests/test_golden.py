@@ -210,15 +210,16 @@ PYXIS_FLAGS = {
 PYXIS_CASES = [
     c
     for c in CASES
-    if golden_path(c).exists() and "--container-image=" in golden_path(c).read_text()
+    if golden_path(c).exists() and "\nNRL_CONTAINER_RUNTIME=pyxis\n" in golden_path(c).read_text()
 ]
 
 
 def container_args(script_path: Path, *call: str) -> dict[str, str]:
-    """What the script's own set_container_args, run in bash (set -u, with only what the job
-    script or its attach script sets) with `call`, gives srun."""
+    """What the script's own set_container_args, run in bash (the script sourced: its values
+    and functions, set -u, and what its batch step or attach script sets) with `call`, gives
+    srun."""
     script = (
-        'eval "$(sed -n "/^set_container_args() {/,/^}/p" "$1")"\n'
+        'source "$1"\n'
         "set -u; NRL_LOG_DIR=/shared/logs/77-logs NRL_SUBMIT_DIR=/submit\n"
         'set_container_args "${@:2}" && printf "%s\\n" "${NRL_CONTAINER_ARGS[@]}"\n'
     )

@@ -83,13 +83,14 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("nrl_launch.spec",),  # the job spec: model, layering of its sources, warnings
     ("nrl_launch.nemorl",),  # the NeMo RL config read against the spec
-    # What the job's container and script need: image checks and the templates.
+    # What the job's container and script need: image checks, the templates and the node program.
     (
         "nrl_launch.enroot",
         "nrl_launch.image_ray",
         "nrl_launch.container_image",
         "nrl_launch.container_checks",
         "nrl_launch.templating",
+        "nrl_launch.node",
     ),
     ("nrl_launch.backends",),  # where a job runs: plan (render) and talk to the scheduler
     ("nrl_launch.jobs", "nrl_launch.doctor"),  # job records and their state; the checks

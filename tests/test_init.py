@@ -15,6 +15,7 @@ from nrl_launch import cli as cli_module
 from nrl_launch.cli import init
 from nrl_launch.errors import UsageError
 from tests.conftest import Cli
+from tests.test_quoting import bash_values
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 
@@ -129,7 +130,9 @@ def test_init_asks_nothing_off_a_terminal_and_render_reads_the_profile(
     for line in ["--account=rl_team", "--partition=batch", "--gres=gpu:4"]:
         assert f"#SBATCH {line}" in lines
     assert "--output=/lustre/alice/logs/slurm-%j.out" in rendered.out
-    assert "--container-image=nvcr.io/nvidia/nemo-rl:v0.6.0" in rendered.out
+    # The image pyxis gets: what the script's own set_container_args gives srun.
+    probe = 'NRL_SUBMIT_DIR=/s; set_container_args ""; printf "%s\\0" "${NRL_CONTAINER_ARGS[@]}"'
+    assert "--container-image=nvcr.io/nvidia/nemo-rl:v0.6.0" in bash_values(rendered.out, probe)
 
 
 def test_init_json_says_what_it_wrote_and_where(run_init: Cli, isolated: Path) -> None:

@@ -28,8 +28,7 @@ PYXIS = {"image": "/shared/images/nemo-rl.sqsh", "mounts": ["/shared"], "workdir
 def _ray_python(path: Path) -> str:
     """What the rendered script's ray_python prints with `path` first on PATH."""
     script = slurm.plan(spec()).script
-    function = script[script.index("ray_python() {") :].split("\n}\n")[0] + "\n}\n"
-    return bash_values(function, f'PATH={path}:$PATH; printf "%s\\0" "$(ray_python)"')[0]
+    return bash_values(script, f'PATH={path}:$PATH; printf "%s\\0" "$(ray_python)"')[0]
 
 
 def test_ray_python_is_the_venv_s_when_ray_is_a_symlink_into_it(tmp_path: Path) -> None:

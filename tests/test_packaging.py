@@ -40,12 +40,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_contains_every_template(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     templates = sorted(
-        p.relative_to(REPO / "templates") for p in (REPO / "templates").rglob("*.j2")
+        p.relative_to(REPO / "src" / "nrl_launch" / "templates")
+        for p in (REPO / "src" / "nrl_launch" / "templates").rglob("*.j2")
     )
     assert templates
     for template in templates:
         assert f"nrl_launch/templates/{template.as_posix()}" in names
     assert "nrl_launch/cli/__init__.py" in names
+    # The node program, which every job script carries after its header (nrl_launch/node/).
+    node = sorted((REPO / "src" / "nrl_launch" / "node").glob("*.sh"))
+    assert len(node) >= 10
+    for path in node:
+        assert f"nrl_launch/node/{path.name}" in names
+    assert "nrl_launch/node/__init__.py" in names
     # Each compiled too, as a module (templating.precompile, run by hatch_build.py).
     for template in templates:
         key = jinja2.ModuleLoader.get_template_key(template.as_posix())
@@ -112,7 +119,11 @@ def test_unpacked_wheel_renders_from_its_compiled_templates(wheel: Path, tmp_pat
     job = str(EXAMPLES / "grpo-2node.yaml")
     installed = _run_unpacked(wheel, site, _RENDER_AND_SAY_WHENCE, job)
     assert installed.returncode == 0, installed.stderr
-    whence = dict(line.split(" ", 1) for line in installed.stderr.splitlines() if ".j2 " in line)
+    whence = dict(
+        line.split(" ", 1)
+        for line in installed.stderr.splitlines()
+        if ".j2 " in line or line.startswith("node/")
+    )
     assert len(whence) >= 10
     for name, code_file in whence.items():
         assert Path(code_file).parent == site / "nrl_launch" / "_templates_compiled", name

@@ -44,16 +44,12 @@ HOSTILE = [
 HOSTILE_PATHS = ["/x/" + v.replace(":", "") for v in HOSTILE if v]
 
 
-def _definitions(script: str) -> str:
-    """The rendered assignments and functions: everything before the batch step's code."""
-    return script.split("# ---- Batch step")[0]
-
-
 def bash_values(script: str, probe: str) -> list[str]:
-    """Run the script's definitions and then `probe` in a real bash; `probe` prints values
-    separated by NUL bytes, which no value can contain."""
+    """Source the script in a real bash (its values and functions; sourced, it runs nothing)
+    and then run `probe`, which prints values separated by NUL bytes, which no value can
+    contain."""
     result = subprocess.run(
-        ["bash", "-c", _definitions(script) + "\n" + probe],
+        ["bash", "-c", 'source /dev/stdin <<<"$1"\n' + probe, "bash", script],
         capture_output=True,
         check=False,
         env={"PATH": "/usr/bin:/bin", "NRL_LOG_DIR": "/logs/1-logs", "SLURM_SUBMIT_DIR": "/submit"},

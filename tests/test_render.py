@@ -80,7 +80,7 @@ def test_a_container_job_drops_the_login_shell_s_uv_cache_as_ray_sub_does(
     # UV_CACHE_DIR from the shell sbatch exports is a login-node path; caches.uv sets the job's.
     script = (
         "UV_CACHE_DIR=/home/me/.cache/uv; "
-        f'source <(sed -n "/^job_env()/,/^}}/p" {out}); '
+        f"source {out}; "
         'NRL_LOG_DIR=/x job_env; echo "${UV_CACHE_DIR-unset}"'
     )
     job_env = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)

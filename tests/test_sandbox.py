@@ -21,7 +21,7 @@ import pytest
 from nrl_launch.backends import Phase, SchedulerView, slurm
 from nrl_launch.jobs.status import phase_of, read_log_dir
 from nrl_launch.spec.sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
-from tests.conftest import Cli, shellcheck
+from tests.conftest import Cli, shellcheck, source_job
 from tests.test_quoting import HOSTILE, spec
 
 SERVER = str(Path(__file__).resolve().parent / "cluster" / "sandbox_server.py")
@@ -293,6 +293,35 @@ def _script(**sandbox: object) -> str:
     return slurm.plan(spec(sandbox=values, slurm={"nodes": 2})).script
 
 
+def _function(script: str, name: str) -> str:
+    """Function `name` of `script` as bash defines it once the script is sourced."""
+    done = subprocess.run(
+        ["bash", "-c", 'source /dev/stdin <<<"$1"; declare -f "$2"', "bash", script, name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def _sandbox_srun(script: str, tmp_path: Path) -> list[str]:
+    """The arguments the script's start_sandbox_step (sourced, in real bash) gives srun."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text('#!/bin/sh\nprintf "%s\\n" "$@" >"$NRL_TEST_ARGV"\n', encoding="utf-8")
+    srun.chmod(0o755)
+    argv = tmp_path / "argv"
+    (tmp_path / "1-logs").mkdir()
+    code = (
+        'source /dev/stdin <<<"$1"; NRL_LOG_DIR=$2/1-logs; log() { :; }\n'
+        'start_sandbox_step && wait "$NRL_SANDBOX_PID"\n'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NRL_TEST_ARGV": str(argv)}
+    subprocess.run(["bash", "-c", code, "bash", script, str(tmp_path)], env=env, check=True)
+    return argv.read_text(encoding="utf-8").splitlines()
+
+
 def test_no_sandbox_renders_none_of_it() -> None:
     script = slurm.plan(spec()).script
     assert "sandbox_main" not in script and "NEMO_SKILLS" not in script
@@ -303,8 +332,12 @@ def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() 
     assert "start_sandbox_step ||" in script
     assert 'sandbox_step_ended "$rc" "$head_pid"' in script
     # The sandbox step is one of the steps the batch step waits for the first of.
-    assert 'first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} "$NRL_SANDBOX_PID"' in script
-    assert "elif ! wait_for_sandboxes; then" in script
+    assert "\nNRL_SANDBOX=1\n" in script
+    assert (
+        'first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} '
+        '${NRL_SANDBOX_PID:+"$NRL_SANDBOX_PID"}' in script
+    )
+    assert "elif ((NRL_SANDBOX)) && ! wait_for_sandboxes; then" in script
     assert "export NEMO_SKILLS_SANDBOX_HOST=127.0.0.1 NEMO_SKILLS_SANDBOX_PORT=6100" in script
     # The step comes before the head's, and its output is one file per node.
     assert script.index("start_sandbox_step ||") < script.index(
@@ -314,14 +347,16 @@ def test_the_sandbox_step_and_gate_are_rendered_and_the_job_finds_the_sandbox() 
     assert '--output="${NRL_LOG_DIR//%/%%}/sandbox-%N.log"' in script
     # It runs a program given on its command line, never the log dir's job.sbatch (which the
     # sandbox could rewrite were it in reach): nothing in the job runs the script as `sandbox`.
-    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
+    step = _function(script, "start_sandbox_step")
     assert 'bash -c "$(sandbox_program)" nrl-sandbox "${NRL_SANDBOX_COMMAND[@]}"' in step
     code = [line for line in step.splitlines() if not line.lstrip().startswith("#")]
     assert not [line for line in code if "job.sbatch" in line]
     assert "\n  sandbox)" not in script
 
 
-def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name() -> None:
+def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name(
+    tmp_path: Path,
+) -> None:
     values = {
         "container": {"image": "/images/rl.sqsh", "mounts": ["/shared"]},
         "sandbox": {
@@ -331,14 +366,15 @@ def test_a_pyxis_sandbox_has_its_own_image_and_mounts_and_no_container_name() ->
         },
     }
     script = slurm.plan(spec(**values)).script
-    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
-    assert "--container-image=/images/sandbox.sqsh" in step
-    assert "local mounts=/data:/data:ro" in step
-    assert "--container-name=" not in step and "/shared" not in step
+    argv = _sandbox_srun(script, tmp_path)
+    assert "--container-image=/images/sandbox.sqsh" in argv
+    assert not [a for a in argv if a.startswith("--container-name")]
+    assert not [a for a in argv if "/shared" in a]
     # Of the log dir, only its exchange dir; not root in its container.
-    assert 'mounts="${mounts:+$mounts,}$NRL_LOG_DIR/sandbox:/nrl-sandbox"' in step
+    mounts = f"--container-mounts=/data:/data:ro,{tmp_path}/1-logs/sandbox:/nrl-sandbox"
+    assert mounts in argv
     assert "export NRL_SANDBOX_DIR=/nrl-sandbox" in script
-    assert "--no-container-remap-root" in step
+    assert "--no-container-remap-root" in argv
 
 
 def test_the_sandbox_s_environment_is_a_list_of_names_without_the_job_s() -> None:
@@ -357,9 +393,9 @@ def test_the_sandbox_s_environment_is_a_list_of_names_without_the_job_s() -> Non
     # sandbox.env's names: nothing of the job's.
     assert names == [*SANDBOX_ENV_NAMES, "NUM_WORKERS"]
     assert {"PATH", "NGINX_PORT", "SANDBOX_PORTS_DIR"} <= set(names)
-    step = script[script.index("start_sandbox_step() {") :].split("\n}\n")[0]
+    step = _function(script, "start_sandbox_step")
     assert '--export="$NRL_SANDBOX_EXPORT"' in step
-    body = script[script.index("sandbox_env() {") :].split("\n}\n")[0]
+    body = _function(script, "sandbox_env")
     for name in ("HF_TOKEN", "MY_SECRET", "OFF_TOKEN", "WANDB_API_KEY", "JOB_ONLY", "RAY_AUTH"):
         assert name not in body and name not in line
 
@@ -396,8 +432,8 @@ def _free_port() -> int:
 
 
 def _definitions(script: str) -> str:
-    """The script's values and functions: everything before its entry point."""
-    return script.split("\ncase ${1:-} in\n")[0]
+    """The script's values and functions, as bash has them once it sources the script."""
+    return source_job(script)
 
 
 # What the batch step's srun does for one node (nodeX): the sandbox's environment, and only the

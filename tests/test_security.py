@@ -19,7 +19,15 @@ from nrl_launch import backends
 from nrl_launch.backends import local, slurm
 from nrl_launch.jobs import record
 from nrl_launch.spec import LaunchSpec
-from tests.conftest import OTHER_UID, Cli, give, make_foreign, other_group, without_warnings
+from tests.conftest import (
+    OTHER_UID,
+    Cli,
+    give,
+    make_foreign,
+    other_group,
+    source_job,
+    without_warnings,
+)
 from tests.fakes import FakeSlurm, install
 from tests.test_quoting import bash_values
 
@@ -244,9 +252,8 @@ def _rendered(kind: str, **values: object) -> tuple[str, str]:
 
 
 def _job_definitions(text: str) -> str:
-    """The script's assignments and functions: everything before its dispatch on $1."""
-    head, _, _ = text.partition("\ncase ${1:-} in\n")
-    return head
+    """The script's assignments and functions, as bash has them once it sources the script."""
+    return source_job(text)
 
 
 def _job_bash(

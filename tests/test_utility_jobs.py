@@ -119,7 +119,10 @@ def test_pull_submits_one_import_task_whatever_the_profile_says(
     assert bash_values(script, 'job_env; printf "%s\\0" "$ENROOT_CACHE_PATH"') == [
         "/lustre/enroot-cache"
     ]
-    assert "--container-image" not in script and "NRL_REMOVE_FIRST" not in script
+    # No container: the script's own set_container_args gives srun nothing.
+    probe = 'NRL_SUBMIT_DIR=/s; set_container_args ""; printf "%s\\0" "${#NRL_CONTAINER_ARGS[@]}"'
+    assert bash_values(script, probe) == ["0"]
+    assert "NRL_REMOVE_FIRST" not in script
     assert record.load("77", tmp_path / "state").kind == "plain"
     assert not Path(target).exists()  # the job writes it, on a node
 

@@ -11,6 +11,7 @@ __all__ = [
     "PROFILE_ENV",
     "PROFILE_NAME",
     "STATE_ENV",
+    "node_dir",
     "private_dir",
     "read_config_text",
     "read_text",
@@ -40,15 +41,14 @@ def state_dir(environ: Mapping[str, str]) -> Path:
 
 
 def templates_dir() -> Path:
-    """Where the job templates are: inside the installed package, else the source checkout.
+    """Where the job templates are: in the package (src/nrl_launch/templates/), which the wheel
+    carries as it carries the modules, and an editable install runs from."""
+    return Path(__file__).parent / "templates"
 
-    The wheel carries them as package data (pyproject's force-include); an editable install
-    runs from the source tree, where they sit at the top of the repository.
-    """
-    packaged = Path(__file__).parent / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "templates"
+
+def node_dir() -> Path:
+    """Where the node program's files are (nrl_launch/node/: static bash, see node/__init__)."""
+    return Path(__file__).parent / "node"
 
 
 def private_dir(path: Path) -> None:

@@ -41,6 +41,7 @@ from nrl_launch.errors import (
     UnconfirmedSubmitError,
     UsageError,
 )
+from nrl_launch.node import job_script
 from nrl_launch.spec import ContainerSpec, LaunchSpec
 from nrl_launch.templating import render
 
@@ -232,13 +233,14 @@ def job_json(job: LeptonJob) -> str:
 def plan(spec: LaunchSpec) -> Request:
     """The Lepton request for `spec`: the script every worker runs, and the job that runs it."""
     require_sdk()
-    script = render(
+    header = render(
         TEMPLATE,
         spec=_for_template(spec),
         ray=True,
         version=__version__,
         spec_json=spec.model_dump_json(),
     )
+    script = job_script(header, "lepton")
     return Request(argv=(), script=script, job_spec=job_json(build_job(spec, script)))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from nrl_launch import __version__
 from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted
 from nrl_launch.errors import UsageError
+from nrl_launch.node import job_script
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
@@ -30,7 +31,7 @@ def plan(
     spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME, job_id: str = "JOBID"
 ) -> Request:
     argv = ("bash", script_path, job_id)
-    script = render(
+    header = render(
         TEMPLATE,
         spec=spec,
         ray=True,
@@ -38,6 +39,7 @@ def plan(
         run_command=join(argv),
         spec_json=spec.model_dump_json(),
     )
+    script = job_script(header, "local")
     return Request(argv=argv, script=script)
 
 

@@ -21,6 +21,7 @@ from nrl_launch.errors import (
     UnconfirmedSubmitError,
     UsageError,
 )
+from nrl_launch.node import job_script
 from nrl_launch.shell import join
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import Comment, SbatchDirective, render
@@ -200,7 +201,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     # Extra args go last, in the user's order: they may be a flag followed by its value.
     argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
     secrets = secrets_file(spec, script_path)
-    script = render(
+    header = render(
         TEMPLATE,
         spec=spec,
         ray=True,
@@ -214,6 +215,7 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         sandbox_export=spec.sandbox.exported() if spec.sandbox else [],
         secrets_file=secrets,
     )
+    script = job_script(header, "slurm", sandbox=spec.sandbox is not None)
     return Request(argv=argv, script=script, **withheld(spec, secrets))
 
 

@@ -89,7 +89,7 @@ def diagnose(log_dir: Path | None, batch_output: Path | None = None) -> Diagnosi
         if failure is not None:
             where = f"line {failure.line}" if whole else "near the end"
             return Diagnosis(failure.cause, f"{batch_output.name} {where}")
-        # The job's own refusal before it had a log dir (templates/_common.sh.j2).
+        # The job's own refusal before it had a log dir (nrl_launch/node/common.sh).
         refused = _REFUSED.search(text)
         if refused:
             line = text.count("\n", 0, refused.start()) + 1

@@ -61,9 +61,10 @@ _SET_BY_JOB = {
 }
 
 # The sandbox's whole environment besides sandbox.env (and Slurm's SLURM_*): what its wrapper
-# reads (templates/_sandbox.sh.j2), the ports under ray.sub's names, NeMo Skills' network block,
-# and the few variables any program expects. Never the job's environment: it holds the secrets,
-# and the login shell's, which may hold credentials nobody declared.
+# reads (templates/_sandbox.sh.j2 and node/sandbox.sh), the ports under ray.sub's names, NeMo
+# Skills' network block, and the few variables any program expects. Never the job's
+# environment: it holds the secrets, and the login shell's, which may hold credentials nobody
+# declared.
 SANDBOX_ENV_NAMES = (
     "PATH",
     "HOME",

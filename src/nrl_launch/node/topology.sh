@@ -1,7 +1,7 @@
-{# What NeMo RL's placement reads about a node (nemo_rl/distributed/virtual_cluster.py and
-   numa_utils.py on NeMo RL main), with the key names and value rules of main's ray.sub. Needs
-   NRL_NODE_INDEX, NRL_NODES, NRL_DEDICATED_HEAD, NRL_LOG_DIR; run after the setup command (which may put a site's
-   nvidia-smi on PATH or export Slurm's topology address). #}
+# What NeMo RL's placement reads about a node (nemo_rl/distributed/virtual_cluster.py and
+# numa_utils.py on NeMo RL main), with the key names and value rules of main's ray.sub. Needs
+# NRL_NODE_INDEX, NRL_NODES, NRL_DEDICATED_HEAD, NRL_LOG_DIR; run after the setup command (which may put a site's
+# nvidia-smi on PATH or export Slurm's topology address).
 # ---- Topology: the Ray resources NeMo RL sorts GPUs by, and its GPU -> CPU map ----
 
 # The node's NVLink domain: its fabric's ClusterUUID (one per GB200 NVL72 rack), from the first

@@ -1,10 +1,9 @@
-{# The sandbox sidecar (sandbox:, ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND), for
-   slurm.sbatch.j2 only. One sandbox per node, in a step of its own started before Ray's; the
-   head starts the driver only once every node's sandbox answers on sandbox.port, and a sandbox
-   that exits ends the job, naming its node. Needs NRL_LOG_DIR, NRL_NODES and NRL_NODE_LIST
-   from the batch step; log, end_job, phase, end_child and wait_bounded from _common.sh.j2
-   (exited_within too), listening from _node.sh.j2. #}
-# ---- Sandbox: one per node, beside Ray, on port {{ spec.sandbox.port }} (workers from {{ spec.sandbox.base_port }}) ----
+# The sandbox sidecar (sandbox:, ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND), on Slurm.
+# One sandbox per node, in a step of its own started before Ray's; the head starts the driver
+# only once every node's sandbox answers on sandbox.port, and a sandbox that exits ends the job,
+# naming its node. Its values (NRL_SANDBOX_*, sandbox_env) are in the job's header; needs
+# NRL_LOG_DIR, NRL_NODES and NRL_NODE_LIST from the batch step.
+#
 # The code a sandbox runs comes from a model. It sees nothing of the job but the exchange dir
 # <log dir>/sandbox (its port files, and where each node's sandbox says it is up; at /nrl-sandbox
 # in its container, NeMo Skills' SANDBOX_PORTS_DIR), which the job
@@ -13,33 +12,7 @@
 # from a program passed on the command line, not from a file it could rewrite, in a container of
 # its own, and, where its image can, in PID and user namespaces of its own: it can then neither
 # see nor signal the job's other processes.
-NRL_SANDBOX_COMMAND=({{ spec.sandbox.command | qjoin }})
-NRL_SANDBOX_PORT={{ spec.sandbox.port }}
-NRL_SANDBOX_READY_TIMEOUT={{ spec.sandbox.ready_timeout_s }}
 NRL_SANDBOX_PID=""
-# The sandbox's whole environment, by name (srun --export passes these and Slurm's own SLURM_*).
-NRL_SANDBOX_EXPORT={{ sandbox_export | join(",") | q }}
-
-# The sandbox's environment: what its wrapper (sandbox_main) reads, ray.sub's names for its
-# ports (NeMo Skills' start-with-nginx.sh reads them), NeMo Skills' network block for the code it
-# runs (on unless sandbox.env says otherwise), and sandbox.env. Exported in the subshell that
-# starts the step only: the job's own steps never get them.
-sandbox_env() {
-{% if spec.sandbox.image %}
-  # The exchange dir, at a path of its own in the sandbox's container: no path of the log dir
-  # is there at all.
-  export NRL_SANDBOX_DIR=/nrl-sandbox
-{% else %}
-  export NRL_SANDBOX_DIR="$NRL_LOG_DIR/sandbox"
-{% endif %}
-  export NRL_SANDBOX_PORT NRL_SANDBOX_READY_TIMEOUT
-  export NRL_SANDBOX_ISOLATE={{ 1 if spec.sandbox.isolate_pids else 0 }}
-  export NGINX_PORT=$NRL_SANDBOX_PORT SANDBOX_WORKER_BASE_PORT={{ spec.sandbox.base_port }}
-  export SANDBOX_PORTS_DIR=$NRL_SANDBOX_DIR NEMO_SKILLS_SANDBOX_BLOCK_NETWORK=1
-{% for name, value in spec.sandbox.env | dictsort %}
-  export {{ name | q }}={{ value | q }}
-{% endfor %}
-}
 
 # What the sandbox step runs (bash -c): the wrapper's functions, then sandbox_main with the
 # sandbox's command as its arguments.
@@ -54,19 +27,19 @@ sandbox_program() {
 start_sandbox_step() {
   local args=()
   mkdir -- "$NRL_LOG_DIR/sandbox"
-{% if spec.sandbox.image %}
-  if [[ $NRL_LOG_DIR == *[,:]* ]]; then
-    end_job "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount into the sandbox's container"
-    return 1
+  if [[ -n $NRL_SANDBOX_IMAGE ]]; then
+    if [[ $NRL_LOG_DIR == *[,:]* ]]; then
+      end_job "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount into the sandbox's container"
+      return 1
+    fi
+    # The sandbox's own image and mounts, never the Ray container's, and no --container-name:
+    # pyxis removes the container when the step ends. Not root in it (pyxis's remap-root), so
+    # that it cannot make a read-only mount writable.
+    local mounts=$NRL_SANDBOX_MOUNTS
+    mounts="${mounts:+$mounts,}$NRL_LOG_DIR/sandbox:/nrl-sandbox"
+    args=(--container-image="$NRL_SANDBOX_IMAGE" "--container-mounts=$mounts"
+      --no-container-mount-home --no-container-remap-root)
   fi
-  # The sandbox's own image and mounts, never the Ray container's, and no --container-name:
-  # pyxis removes the container when the step ends. Not root in it (pyxis's remap-root), so that
-  # it cannot make a read-only mount writable.
-  local mounts={{ spec.sandbox.mounts | join(",") | q }}
-  mounts="${mounts:+$mounts,}$NRL_LOG_DIR/sandbox:/nrl-sandbox"
-  args=(--container-image={{ spec.sandbox.image | q }} "--container-mounts=$mounts"
-    --no-container-mount-home --no-container-remap-root)
-{% endif %}
   # --overlap: the step shares the CPUs, memory and GPUs Ray's steps take (Slurm >= 21.08: it
   # overlaps them even though they do not say --overlap). One task's failure ends the step (and
   # so the job) at once. srun reads % in --output as a pattern: the log dir's own is doubled.
@@ -158,6 +131,7 @@ stop_sandbox() {
 # Ends this node's sandbox: $1 is what happened (sandbox_failure's words), $2 its exit code,
 # written to FAILED.<node> for the batch step, which says why the job ended.
 sandbox_failed() {
+  # shellcheck disable=SC2153 # NRL_SANDBOX_DIR: set by the header's sandbox_env, which starts the step
   printf '%s %s\n' "$1" "${2:-}" >"$NRL_SANDBOX_DIR/FAILED.$NRL_SANDBOX_NODE"
   log "the sandbox on $NRL_SANDBOX_NODE failed: $1 ${2:-}"
   stop_sandbox
@@ -248,3 +222,4 @@ wait_for_sandboxes() {
     sleep 1
   done
 }
+

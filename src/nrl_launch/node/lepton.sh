@@ -1,23 +1,4 @@
-#!/usr/bin/env bash
-# Rendered by nrl-launch {{ version | q }}: a Ray cluster on DGX Cloud Lepton for one NeMo RL job.
-# Every worker of the Lepton batch job runs it as: bash job.sh lepton
-#
-# Lepton tells each worker who it is (LEPTON_JOB_WORKER_INDEX of LEPTON_JOB_TOTAL_WORKERS) and
-# how the others are reached (worker K is ${LEPTON_JOB_SERVICE_PREFIX}-K.${LEPTON_SUBDOMAIN}).
-# Worker 0 makes the log dir, starts the Ray head and runs the driver; the others join it. The
-# steps on each node are the Slurm script's; they meet in the log dir, on storage every worker
-# mounts. Everything is written to <log dir>/<job name>-logs/:
-#   job.sh  spec.json  ray-head.log  ray-worker-<K>.log  ray-driver.log
-#   STARTED_RAY_HEAD  readiness.json  ENDED  timeline  timings.json  exit_code
-set -euo pipefail
-
-{% include "_job.sh.j2" %}
-# The dashboard listens on every interface: it is reached through Lepton's own network.
-NRL_DASHBOARD_HOST=0.0.0.0
-NRL_SCHEDULER=Lepton
-
-{% include "_common.sh.j2" %}
-{% include "_head_here.sh.j2" %}
+# The Lepton script's own part (every worker of the Lepton job runs it); then the mode dispatch.
 # ---- Each worker: who it is, and where the head is ----
 lepton_main() {
   local index=${LEPTON_JOB_WORKER_INDEX:-} total=${LEPTON_JOB_TOTAL_WORKERS:-} name=${LEPTON_JOB_NAME:-}
@@ -37,11 +18,9 @@ lepton_main() {
   # What Lepton gave this worker, declared to Ray as Slurm's allocation is.
   NRL_NODE_GPUS=${LEPTON_RESOURCE_ACCELERATOR_NUM:-$NRL_GPUS_PER_NODE}
   export NRL_HEAD_NODE NRL_NODE_NAME NRL_NODE_LIST NRL_SUBMIT_DIR NRL_NODE_GPUS
-{% if "NCCL_SOCKET_IFNAME" not in spec.env %}
   # Lepton's NCCL_SOCKET_IFNAME names the interfaces of its 8-GPU nodes; on smaller ones NCCL
   # finds its own (seed 004). A value in the job's env is kept.
-  if ((NRL_NODE_GPUS != 8)); then unset NCCL_SOCKET_IFNAME; fi
-{% endif %}
+  if ((!NRL_ENV_SETS_NCCL_SOCKET_IFNAME && NRL_NODE_GPUS != 8)); then unset NCCL_SOCKET_IFNAME; fi
   if ((index == 0)); then
     lepton_head "$name" "$total"
   else
@@ -104,7 +83,9 @@ lepton_worker() {
   exec bash "$NRL_LOG_DIR/job.sh" worker
 }
 
-{% include "_node.sh.j2" %}
+# Sourced (`source job.sbatch`: a test, or a person trying one of its functions), the script
+# defines its values and functions and runs nothing.
+[[ ${BASH_SOURCE[0]-$0} == "$0" ]] || return 0
 case ${1:-} in
   lepton) lepton_main ;;
   head | worker) node_main "$1" ;;

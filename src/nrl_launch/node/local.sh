@@ -1,19 +1,4 @@
-#!/usr/bin/env bash
-# Rendered by nrl-launch {{ version | q }}: a one-node Ray cluster on this machine for one job.
-# Run with: {{ run_command }}
-#
-# The same bring-up as on Slurm, with this machine as the only node: the Ray head, the driver
-# on it, then Ray stopped. `nrl-launch submit --backend local` runs this in the background;
-# the logs land in <log dir>/<JOBID>-logs/ exactly as on Slurm, plus exit_code at the end.
-# `attach` (from <JOBID>-attach.sh) opens a shell or runs a command in the job's environment.
-set -euo pipefail
-
-{% include "_job.sh.j2" %}
-# The dashboard (and its job-submission API) stays on this machine: reach it with ssh -L.
-NRL_DASHBOARD_HOST=127.0.0.1
-
-{% include "_common.sh.j2" %}
-{% include "_head_here.sh.j2" %}
+# The local script's own part (this machine is the job's one node); then the mode dispatch.
 # ---- The job: this machine is node 0 ----
 local_main() {
   local base=$NRL_BASE_LOG_DIR
@@ -45,7 +30,9 @@ attach_on() {
   attach_node "$@"
 }
 
-{% include "_node.sh.j2" %}
+# Sourced (`source job.sbatch`: a test, or a person trying one of its functions), the script
+# defines its values and functions and runs nothing.
+[[ ${BASH_SOURCE[0]-$0} == "$0" ]] || return 0
 case ${1:-} in
   head) node_main head ;;
   attach) shift; attach_main "$@" ;;

@@ -1,39 +1,5 @@
-#!/usr/bin/env bash
-# Rendered by nrl-launch {{ version | q }}: a Ray cluster on Slurm for one NeMo RL job.
-# Submit with: {{ submit_command }}
-{% if defaults %}
-# Not given, so nrl-launch's defaults:
-{% for line in defaults %}
-#   {{ line }}
-{% endfor %}
-{% endif %}
-{% for directive in sbatch_directives %}
-{{ directive }}
-{% endfor %}
-# The #SBATCH lines above are the same flags (less --parsable), so that the copy of this script
-# in the log dir resubmits as it is: sbatch job.sbatch. Flags given to sbatch override them.
-#
-# Slurm runs this script with no argument on the first node of the allocation. It starts
-# two srun steps that run this same script again: `head` on node 0 (Ray head, then the
-# driver) and `worker` on every other node. Whichever step ends first decides the job.
-# With ray.dedicated_head, node 0 is a node more than slurm.nodes and offers Ray no GPUs.
-# `attach` (from <JOBID>-attach.sh) opens a shell or runs a command on one node of it.
-# Everything is written to <log dir>/<JOBID>-logs/:
-#   job.sbatch  spec.json  <JOBID>-attach.sh  ray-head.log  ray-worker-<K>.log  ray-driver.log
-#   STARTED_RAY_HEAD  readiness.json  ENDED  timeline  timings.json
-set -euo pipefail
-
-{% include "_job.sh.j2" %}
-# srun arguments shared by the head and worker steps.
-NRL_STEP_ARGS=(--ntasks-per-node=1{% if spec.slurm.cpus_per_node %} --cpus-per-task={{ spec.slurm.cpus_per_node }}{% endif %}{% if gpu_flag %} {{ gpu_flag | q }}{% endif %}{% if spec.slurm.mpi %} --mpi={{ spec.slurm.mpi | q }}{% endif %})
-
-# The dashboard listens on every interface: it is reached from the login node (ssh -L).
-NRL_DASHBOARD_HOST=0.0.0.0
-
-{% include "_container.sh.j2" %}
-
-{% include "_common.sh.j2" %}
-{% include "_secrets.sh.j2" %}
+# The Slurm script's own part: the batch step on node 0, which starts the head and worker steps,
+# and attach; then the mode dispatch (how Slurm, srun and attach run this script).
 # Waits for the first of the steps $@ (their srun pids) to end; returns its exit code. `wait -n`
 # alone misses a step that ended before it was called (srun refused at once, say).
 first_to_end() {
@@ -57,12 +23,10 @@ batch_main() {
   export NRL_LOG_DIR="$base/$name-logs"
   # The job's containers (one per node) carry its id: never one an earlier job left.
   export NRL_CONTAINER_NAME="nrl-$name"
-{% if spec.container.runtime == "pyxis" %}
-  if [[ $NRL_LOG_DIR == *[,:]* ]]; then
+  if [[ $NRL_CONTAINER_RUNTIME == pyxis && $NRL_LOG_DIR == *[,:]* ]]; then
     log "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount"
     exit 1
   fi
-{% endif %}
   local submitted
   submitted=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p') || true
   start_log_dir job.sbatch "$(date -d "${submitted:-now}" +%s 2>/dev/null || date +%s)"
@@ -85,10 +49,10 @@ batch_main() {
   write_attach_script "$SLURM_JOB_ID" job.sbatch
 
   local head_pid worker_pid=""
-{% if spec.sandbox %}
-  # Before Ray: the sandboxes start while Ray comes up; the head waits for them.
-  start_sandbox_step || { phase ended; exit 1; }
-{% endif %}
+  if ((NRL_SANDBOX)); then
+    # Before Ray: the sandboxes start while Ray comes up; the head waits for them.
+    start_sandbox_step || { phase ended; exit 1; }
+  fi
   set_container_args "$NRL_CONTAINER_NAME"
   srun "${NRL_STEP_ARGS[@]}" "${NRL_CONTAINER_ARGS[@]}" --nodes=1 --ntasks=1 -w "$NRL_HEAD_NODE" \
     bash "$NRL_LOG_DIR/job.sbatch" head &
@@ -103,12 +67,8 @@ batch_main() {
 
   # Sleep until the first step ends: no polling while the job runs.
   local rc=0
-{% if spec.sandbox %}
-  first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} "$NRL_SANDBOX_PID" || rc=$?
-  sandbox_step_ended "$rc" "$head_pid"
-{% else %}
-  first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} || rc=$?
-{% endif %}
+  first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} ${NRL_SANDBOX_PID:+"$NRL_SANDBOX_PID"} || rc=$?
+  if ((NRL_SANDBOX)); then sandbox_step_ended "$rc" "$head_pid"; fi
   if kill -0 "$head_pid" 2>/dev/null; then
     # Workers also end when the job is already ending (ENDED exists, e.g. the driver is done
     # and the head is still stopping Ray): then the head's exit code decides, as always.
@@ -128,14 +88,10 @@ batch_main() {
     # (or anything that does not poll) is stopped through srun.
     [[ -z $worker_pid ]] || end_child "$worker_pid" 5 || true
   fi
-{% if spec.sandbox %}
-  stop_sandbox_step
-{% endif %}
+  if ((NRL_SANDBOX)); then stop_sandbox_step; fi
   phase ended
   log "job ended with exit code $rc: $(<"$NRL_LOG_DIR/ENDED")"
-{% if spec.container.runtime == "pyxis" %}
-  remove_containers
-{% endif %}
+  if [[ $NRL_CONTAINER_RUNTIME == pyxis ]]; then remove_containers; fi
   forget_secrets
   exit "$rc"
 }
@@ -152,17 +108,14 @@ attach_on() {
     "${NRL_CONTAINER_ARGS[@]}" "${pty[@]}" bash "$NRL_LOG_DIR/job.sbatch" attach-node "$@"
 }
 
-{% include "_node.sh.j2" %}
-{% if spec.sandbox %}
-{% include "_sandbox.sh.j2" %}
-{% endif %}
+# Sourced (`source job.sbatch`: a test, or a person trying one of its functions), the script
+# defines its values and functions and runs nothing.
+[[ ${BASH_SOURCE[0]-$0} == "$0" ]] || return 0
 case ${1:-} in
   "") batch_main ;;
   head | worker) node_main "$1" ;;
   attach) shift; attach_main "$@" ;;
   attach-node) shift; attach_node "$@" ;;
-{% if spec.container.runtime == "pyxis" %}
   remove-containers) remove_containers_node ;;
-{% endif %}
   *) echo "usage: $0 [head|worker|attach [K] [-- CMD...]]" >&2; exit 2 ;;
 esac

@@ -1,38 +1,4 @@
-{# srun's container arguments for one step, shared by every Slurm script: the same pyxis
-   flags for Ray's steps, attach, and a plain command's step. Needs NRL_LOG_DIR and
-   NRL_SUBMIT_DIR. #}
-# Sets NRL_CONTAINER_ARGS for one step; $1 names the container, which attach re-enters (empty:
-# no name, pyxis removes the container when the step ends). With $2 = attach, no image: the
-# step enters the node's existing container, importing nothing.
-set_container_args() {
-{% if spec.container.runtime == "pyxis" %}
-  local mounts={{ mounts | q }} image=(--container-image={{ spec.container.image | q }}) name=()
-  [[ ${2:-} != attach ]] || image=()
-  [[ -z $1 ]] || name=(--container-name="$1")
-  # The log dir must be visible inside the container: every node reads and writes it.
-  mounts="${mounts:+$mounts,}$NRL_LOG_DIR:$NRL_LOG_DIR"
-  NRL_CONTAINER_ARGS=(
-    "${image[@]}"
-    "--container-mounts=$mounts"
-{% if spec.container.workdir %}
-    --container-workdir={{ spec.container.workdir | q }}
-{% else %}
-    --container-workdir="$NRL_SUBMIT_DIR"
-{% endif %}
-    "${name[@]}"
-{% if spec.container.mount_home %}
-    --container-mount-home
-{% else %}
-    --no-container-mount-home
-{% endif %}
-  )
-{% else %}
-  # No container: Ray, the driver or the command come from the environment the job runs in.
-  NRL_CONTAINER_ARGS=()
-{% endif %}
-}
-{% if ray and spec.container.runtime == "pyxis" %}
-
+# A Ray cluster's named pyxis containers, removed when its job ends (Slurm, container.runtime pyxis).
 # Named containers stay on each node's disk after the job (pyxis's default container_scope is
 # global), and a later job of the same name would reuse one, old image and all. After Ray's
 # steps end, one step outside the container removes this job's on every node, and any an
@@ -65,4 +31,3 @@ remove_containers_node() {
   log "removing containers on $node: ${names[*]}"
   enroot remove --force -- "${names[@]}"
 }
-{% endif %}

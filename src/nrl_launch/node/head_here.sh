@@ -1,5 +1,5 @@
-{# Node 0's part where no scheduler step runs the head (local, Lepton): this shell starts the
-   head step, waits for it, and records how the job ended (ENDED, exit_code). #}
+# Node 0's part where no scheduler step runs the head (local, Lepton): this shell starts the
+# head step, waits for it, and records how the job ended (ENDED, exit_code).
 NRL_HEAD_PID=""
 
 # A stop (nrl-launch cancel, Lepton stopping the job) sends SIGTERM: the head stops the driver

@@ -1,0 +1,52 @@
+"""The node program: the bash that every job of a kind runs, the same for every job.
+
+A rendered job script is a short header (templates/, Jinja: the #SBATCH lines, the submit
+command, the job's values, each quoted once) and, after `MARKER`, this program, copied verbatim
+from the files here. Nothing in them is rendered: what differs between jobs (the container, the
+sandbox, the secrets' names, ports, ...) is a value the header sets and the program reads. The
+files are read in a fixed order that ends with the kind's own file, whose last lines are the
+mode dispatch (`case ${1:-} in ...`): bash runs the script top to bottom, defining every
+function before the dispatch calls one.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["MARKER", "Kind", "files", "job_script", "program"]
+
+Kind = Literal["slurm", "local", "lepton"]
+
+MARKER = (
+    "# ---- nrl-launch node program (the same for every job of its kind; nrl_launch/node/) ----\n"
+)
+
+_DIR = Path(__file__).parent
+
+# What each kind runs, in order: helpers, then the node steps, then the kind's own part.
+_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "driver.sh")
+_FILES: dict[str, tuple[str, ...]] = {
+    "slurm": (*_RAY, "container.sh", "pyxis.sh", "secrets.sh"),
+    "local": (*_RAY, "head_here.sh"),
+    "lepton": (*_RAY, "head_here.sh"),
+}
+
+
+def files(kind: Kind, *, sandbox: bool = False) -> list[Path]:
+    """The files of `kind`'s program, in the order they are joined. The sandbox sidecar's
+    (sandbox:, Slurm only) are there only for a job that has one."""
+    names = [*_FILES[kind], *(("sandbox.sh",) if sandbox else ()), f"{kind}.sh"]
+    return [_DIR / name for name in names]
+
+
+@functools.cache
+def program(kind: Kind, *, sandbox: bool = False) -> str:
+    """`kind`'s node program: its files joined, each verbatim, a blank line between them."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in files(kind, sandbox=sandbox))
+
+
+def job_script(header: str, kind: Kind, *, sandbox: bool = False) -> str:
+    """A job's script: its rendered header, the marker line, then the node program."""
+    return f"{header.rstrip()}\n\n{MARKER}{program(kind, sandbox=sandbox)}"
