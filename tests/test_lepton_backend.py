@@ -295,7 +295,8 @@ def planned(spec: LaunchSpec) -> tuple[str, dict[str, Any]]:
 
 @pytest.mark.usefixtures("sdk")
 def test_plan_builds_the_job_with_the_sdk() -> None:
-    script, job = planned(spec_of())
+    given = spec_of()
+    script, job = planned(given)
     spec = job["spec"]
     assert job["metadata"] == {"id": "grpo-2node"}
     assert spec["completions"] == spec["parallelism"] == 2
@@ -313,9 +314,13 @@ def test_plan_builds_the_job_with_the_sdk() -> None:
     assert spec["shared_memory_size"] == 65536
     assert spec["max_failure_retry"] == 1
     assert spec["ttl_seconds_after_finished"] == 3 * 24 * 3600
+    # The full spec travels in the job's environment (worker 0 writes it to spec.json).
+    assert spec["envs"][2]["name"] == "NRL_JOB_SPEC"
+    assert json.loads(spec["envs"][2]["value"]) == given.model_dump(mode="json")
     assert spec["envs"] == [
         {"name": "NCCL_IGNORE_CPU_AFFINITY", "value": "0"},  # the job's own value wins
         {"name": "WANDB_PROJECT", "value": "grpo"},
+        {"name": "NRL_JOB_SPEC", "value": spec["envs"][2]["value"]},
         {"name": "HF_TOKEN", "value_from": {"secret_name_ref": "HF_TOKEN"}},
         {"name": "WANDB_API_KEY", "value_from": {"secret_name_ref": "wandb-key"}},
     ]  # EXTRA is optional and no Lepton secret is named for it: left out

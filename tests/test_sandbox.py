@@ -214,9 +214,12 @@ def test_run_refuses_a_sandbox_and_pull_ignores_a_profile_s(cli: Cli, tmp_path: 
     assert "run starts no Ray job for a sandbox to serve" in result.err
     profile = tmp_path / "p.yaml"
     profile.write_text("sandbox: {command: [python3, server.py]}\n")
-    pulled = cli("pull", "--profile", str(profile), "--dry-run", "nvcr.io/nvidia/nemo-rl:v0.6.0")
+    pulled = cli(
+        "pull", "--profile", str(profile), "--dry-run", "--json", "nvcr.io/nvidia/nemo-rl:v0.6.0"
+    )
     assert pulled.code == 0, pulled.err
-    assert '"sandbox":null' in pulled.out
+    # The spec the job is started with (NRL_JOB_SPEC, its spec.json) has no sandbox.
+    assert json.loads(json.loads(pulled.out)["environment"]["NRL_JOB_SPEC"])["sandbox"] is None
 
 
 # ---- ray.sub's variables ----

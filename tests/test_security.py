@@ -628,6 +628,48 @@ def test_secrets_via_file_keeps_them_out_of_sbatch_s_environment(
     assert SENTINEL not in script.read_text()
 
 
+@pytest.mark.usefixtures("sbatch")
+@pytest.mark.parametrize("via", ["env", "file"])
+def test_sbatch_gets_the_spec_in_its_environment_and_withheld_secrets_still_not(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, via: str
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", SENTINEL)
+    monkeypatch.setenv("NRL_JOB_SPEC", "a stale one, from the shell")
+    result = cli("submit", "-q", "--set", f"slurm.secrets_via={via}", *JOB)
+    assert result.code == 0, result.err
+    env = _sbatch_env(tmp_path)
+    rec = record.load("42", tmp_path / "state")
+    # The job's own spec, exactly (sbatch --export=ALL passes it on to the batch step).
+    assert json.loads(env["NRL_JOB_SPEC"]) == rec.spec
+    assert "--export=ALL" in rec.argv
+    assert ("HF_TOKEN" in env) == (via == "env")
+
+
+def test_the_local_job_starts_with_the_spec_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local backend's bash gets the request's variables beside this shell's own."""
+    import time
+
+    from nrl_launch.backends import Request
+
+    monkeypatch.setenv("HF_TOKEN", SENTINEL)
+    job = tmp_path / "job.sh"
+    seen = tmp_path / "seen"
+    job.write_text(
+        f'printf "%s|%s" "$NRL_JOB_SPEC" "$HF_TOKEN" >{shlex.quote(str(seen))}.tmp\n'
+        f"mv {shlex.quote(str(seen))}.tmp {shlex.quote(str(seen))}\n"
+    )
+    request = Request(
+        argv=("bash", str(job), "local-1"), script="", environment=(("NRL_JOB_SPEC", "{}"),)
+    )
+    local.BACKEND.submit(request, job_id="local-1", cwd=tmp_path, output=tmp_path / "out")
+    deadline = time.monotonic() + 30
+    while not seen.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen.read_text() == "{}|" + SENTINEL
+
+
 def _load_secrets(tmp_path: Path, content: bytes, mode: int) -> subprocess.CompletedProcess[str]:
     secrets = tmp_path / "job.sh.secrets"
     secrets.write_bytes(content)

@@ -68,12 +68,12 @@ def run(
     return done
 
 
-def spawn(argv: list[str], *, cwd: Path, output: Path) -> int:
+def spawn(argv: list[str], *, cwd: Path, output: Path, env: dict[str, str] | None = None) -> int:
     """Start `argv` in the background with stdout and stderr appended to `output`; returns its
     pid. It runs in a session of its own, as a grandchild of this process: it outlives the CLI
-    and a Ctrl-C, and init reaps it."""
+    and a Ctrl-C, and init reaps it. With `env`, in that environment instead of this process's."""
     launcher = 'out=$1; shift; setsid "$@" >>"$out" 2>&1 </dev/null & echo $!'
-    done = run(["bash", "-c", launcher, "nrl-launch", str(output), *argv], cwd=cwd)
+    done = run(["bash", "-c", launcher, "nrl-launch", str(output), *argv], cwd=cwd, env=env)
     return int(done.stdout.strip())
 
 

@@ -16,14 +16,25 @@ if TYPE_CHECKING:
     from nrl_launch.spec import LaunchSpec
 
 __all__ = [
+    "JOB_SPEC_VAR",
     "Backend",
     "JobRef",
     "Phase",
     "Request",
     "SchedulerView",
     "Submitted",
+    "spec_environment",
     "state_phase",
 ]
+
+
+# The variable that carries the job's full spec (JSON) to the job, which writes it to spec.json.
+JOB_SPEC_VAR = "NRL_JOB_SPEC"
+
+
+def spec_environment(spec: LaunchSpec) -> tuple[tuple[str, str], ...]:
+    """A Request's `environment` for `spec`: its JSON in JOB_SPEC_VAR."""
+    return ((JOB_SPEC_VAR, spec.model_dump_json()),)
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,10 @@ class Request:
     # their names, which the scheduler's own environment then goes without.
     secrets_file: str | None = None
     withheld: tuple[str, ...] = ()
+    # Variables the job is started with, beside the script (NAME, value): the full spec as
+    # JSON, NRL_JOB_SPEC, which the job writes to its log dir's spec.json. Not in the script: a
+    # copy of it run by hand runs from the values written there.
+    environment: tuple[tuple[str, str], ...] = ()
 
     @property
     def command_line(self) -> str:

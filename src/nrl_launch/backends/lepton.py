@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from nrl_launch import __version__
-from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.base import (
+    JobRef,
+    Request,
+    SchedulerView,
+    Submitted,
+    spec_environment,
+    state_phase,
+)
 from nrl_launch.backends.lepton_sdk import (
     INSTALL_HINT,
     NO_WORKSPACE,
@@ -165,8 +172,11 @@ def _sdk_problems(spec: LaunchSpec) -> list[str]:
     return problems
 
 
-def build_job(spec: LaunchSpec, script: str) -> LeptonJob:
-    """The Lepton job for `spec`, whose workers run `script`; the node group by name.
+def build_job(
+    spec: LaunchSpec, script: str, environment: Sequence[tuple[str, str]] = ()
+) -> LeptonJob:
+    """The Lepton job for `spec`, whose workers run `script` with the variables `environment`
+    (the request's own: the spec) beside the job's env; the node group by name.
 
     Raises:
         ConfigError: a value Lepton refuses (its SDK's checks), one line per key.
@@ -183,6 +193,7 @@ def build_job(spec: LaunchSpec, script: str) -> LeptonJob:
     lepton = spec.lepton
     values = {**NCCL_DEFAULTS, **spec.env}  # a value of the job's own wins
     envs = [EnvVar(name=name, value=values[name]) for name in sorted(values)]
+    envs += [EnvVar(name=name, value=value) for name, value in environment]
     envs += [
         EnvVar(name=name, value_from=EnvValue(secret_name_ref=lepton.secret_refs.get(name, name)))
         for name in secret_names(spec)
@@ -241,7 +252,13 @@ def plan(spec: LaunchSpec) -> Request:
         spec_json=spec.model_dump_json(),
     )
     script = job_script(header, "lepton")
-    return Request(argv=(), script=script, job_spec=job_json(build_job(spec, script)))
+    environment = spec_environment(spec)
+    return Request(
+        argv=(),
+        script=script,
+        job_spec=job_json(build_job(spec, script, environment)),
+        environment=environment,
+    )
 
 
 # ---- The backend ----

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nrl_launch import __version__
-from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted
+from nrl_launch.backends.base import (
+    JobRef,
+    Request,
+    SchedulerView,
+    Submitted,
+    spec_environment,
+)
 from nrl_launch.errors import UsageError
 from nrl_launch.node import job_script
 from nrl_launch.shell import join
@@ -40,7 +46,7 @@ def plan(
         spec_json=spec.model_dump_json(),
     )
     script = job_script(header, "local")
-    return Request(argv=argv, script=script)
+    return Request(argv=argv, script=script, environment=spec_environment(spec))
 
 
 def job_running(job: JobRef) -> bool:
@@ -108,7 +114,10 @@ class LocalBackend:
     def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
         from nrl_launch import runner
 
-        return Submitted(job_id, pid=runner.spawn(list(request.argv), cwd=cwd, output=output))
+        # The job's bash gets this environment and the request's own variables (the spec).
+        env = {**os.environ, **dict(request.environment)}
+        pid = runner.spawn(list(request.argv), cwd=cwd, output=output, env=env)
+        return Submitted(job_id, pid=pid)
 
     def describe(self, jobs: Sequence[JobRef]) -> dict[str, SchedulerView]:
         return {job.job_id: view(job) for job in jobs}

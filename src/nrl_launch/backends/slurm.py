@@ -2,7 +2,8 @@
 scontrol and scancel for the jobs it queued (through the runner).
 
 `plan()` is what `render` prints and what `submit` hands to sbatch, so a dry run shows exactly
-what would be submitted.
+what would be submitted; the job's full spec goes with it in sbatch's environment (NRL_JOB_SPEC,
+`Request.environment`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from nrl_launch import __version__
-from nrl_launch.backends.base import JobRef, Request, SchedulerView, Submitted, state_phase
+from nrl_launch.backends.base import (
+    JobRef,
+    Request,
+    SchedulerView,
+    Submitted,
+    spec_environment,
+    state_phase,
+)
 from nrl_launch.errors import (
     JobNotRunningError,
     SchedulerError,
@@ -216,7 +224,9 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         secrets_file=secrets,
     )
     script = job_script(header, "slurm", sandbox=spec.sandbox is not None)
-    return Request(argv=argv, script=script, **withheld(spec, secrets))
+    return Request(
+        argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
+    )
 
 
 # ---- Asking Slurm: parsers (pure) ----
@@ -388,8 +398,10 @@ class SlurmBackend:
 
         # The job's output file (slurm-<JOBID>.out), which Slurm makes with the umask sbatch
         # was run with, is its owner's alone, as the job's own files are. Secrets that travel
-        # in a file are not in the environment Slurm keeps.
+        # in a file are not in the environment Slurm keeps. The request's own variables (the
+        # spec) reach the batch step through --export=ALL, as the rest of this environment does.
         env = {k: v for k, v in os.environ.items() if k not in request.withheld}
+        env.update(request.environment)
         done = runner.run(list(request.argv), umask=0o077, env=env)
         queued = done.stdout.strip().split(";")[0]  # --parsable: ID or ID;CLUSTER
         if not queued.isdigit():
@@ -466,4 +478,6 @@ def plan_plain(
         remove_first=remove_first,
         secrets_file=secrets,
     )
-    return Request(argv=argv, script=script, **withheld(spec, secrets))
+    return Request(
+        argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
+    )

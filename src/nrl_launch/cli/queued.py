@@ -16,11 +16,14 @@ def dry_run(
     command: str, request: Request, *, json: bool, extra: Mapping[str, Any] | None = None
 ) -> int:
     """Print what would be submitted: the job script, whose header holds the sbatch command
-    (with --json: both, and `extra`)."""
+    (with --json: both, the variables the job is started with (its spec), and `extra`)."""
     if json:
-        output.emit_json(
-            command, {"argv": list(request.argv), "script": request.script, **(extra or {})}
-        )
+        shown = {
+            "argv": list(request.argv),
+            "script": request.script,
+            "environment": dict(request.environment),
+        }
+        output.emit_json(command, {**shown, **(extra or {})})
     else:
         output.emit_text(request.script)
     return 0

@@ -110,6 +110,8 @@ def render(
             "argv": list(request.argv),
             "script": request.script,
             "script_path": str(out) if out else None,
+            # What the job is started with beside the script: its spec (NRL_JOB_SPEC).
+            "environment": dict(request.environment),
         }
         output.emit_json("render", rendered | ({"job_spec": sent} if sent else {}))
     elif out is not None:
