@@ -556,7 +556,9 @@ def probe_for(case: Case, spec: LaunchSpec, request: Request, kind: str) -> Prob
         p.expected.append(("run command", ["nrl-launch.sh", "JOBID"]))
     else:
         p.expected.append(("submit command", _sbatch_argv(case, spec, ray)[1:]))
-    p.emit("spec json", '"$NRL_JOB_SPEC"', [spec.model_dump_json()])
+    # The spec travels beside the script (submit passes it in NRL_JOB_SPEC), never in it.
+    assert dict(request.environment) == {"NRL_JOB_SPEC": spec.model_dump_json()}
+    p.emit("no spec json", '"${NRL_JOB_SPEC-unset}"', ["unset"])
     # The environment, last: it may change how bash behaves. In a function, as on a node
     # (node_main > enter_job_env > job_env), so that FUNCNEST and the like take effect. The
     # user's values win over the script's default for RAY_ENABLE_UV_RUN_RUNTIME_ENV; a name

@@ -283,6 +283,35 @@ def test_run_command_keeps_the_end_marker_inside_a_line(tmp_path: Path) -> None:
     assert (ran.returncode, ran.stdout) == (0, f" {_HEREDOC_END}\n{_HEREDOC_END}\n")
 
 
+@pytest.mark.usefixtures("sdk")
+@pytest.mark.parametrize("made", [["timeline"], ["spec.json"]])
+def test_a_worker_waits_for_the_timeline_and_its_steps_never_get_the_spec(
+    tmp_path: Path, made: list[str]
+) -> None:
+    """Worker K > 0 starts once worker 0's start_log_dir is done (the timeline, written last;
+    spec.json is missing from a job submitted by hand), without NRL_JOB_SPEC."""
+    from tests.conftest import source_job
+
+    script, _ = planned(spec_of(ray={"auth": "off"}))
+    log_dir = tmp_path / "job-logs"
+    log_dir.mkdir()
+    for name in made:
+        (log_dir / name).write_text("")
+    (log_dir / "job.sh").write_text('printf "%s\\n" "$1 ${NRL_JOB_SPEC-unset}"\n')
+    probe = "NRL_HEAD_START_TIMEOUT=1; resolve_head() { :; }; lepton_worker 1"
+    done = subprocess.run(
+        ["bash", "-c", source_job(script) + probe],
+        env={"PATH": os.environ["PATH"], "NRL_LOG_DIR": str(log_dir), "NRL_JOB_SPEC": "{}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if made == ["timeline"]:
+        assert (done.returncode, done.stdout) == (0, "worker unset\n"), done.stderr
+    else:
+        assert done.returncode == 1 and "saw no log dir" in done.stderr, done.stderr
+
+
 # ---- plan: the job, field by field ----
 
 
@@ -328,9 +357,12 @@ def test_plan_builds_the_job_with_the_sdk() -> None:
 
 @pytest.mark.usefixtures("sdk")
 def test_plan_script_runs_in_the_image_without_pyxis() -> None:
-    script, _ = planned(spec_of())
+    script, job = planned(spec_of())
     assert script.startswith("#!/usr/bin/env bash\n")
-    assert "--container-image" not in script and "nvcr.io/nvidia/nemo-rl" in script  # spec.json
+    # The image is the job's own (and in its spec, NRL_JOB_SPEC), never the script's.
+    assert "--container-image" not in script and "nvcr.io/nvidia/nemo-rl" not in script
+    (spec_json,) = [e["value"] for e in job["spec"]["envs"] if e["name"] == "NRL_JOB_SPEC"]
+    assert "nvcr.io/nvidia/nemo-rl" in spec_json
     assert "NRL_CONTAINER_WORKDIR=''" in script
 
 

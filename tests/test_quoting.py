@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nrl_launch.backends import slurm
+from nrl_launch.backends import Request, slurm
 from nrl_launch.shell import quote
 from nrl_launch.spec import LaunchSpec, reserved_env_name
 from tests.conftest import Cli, shellcheck
@@ -255,10 +256,21 @@ def test_job_name_and_log_dir_reach_sbatch_unchanged(value: str) -> None:
     assert f"--output=/l/{value}/slurm-%j.out" in argv
 
 
-def test_spec_json_in_the_script_is_the_spec() -> None:
+@pytest.mark.parametrize("plan", [slurm.plan, slurm.plan_plain])
+def test_the_spec_travels_beside_the_script_not_in_it(plan: Callable[..., Request]) -> None:
+    """The job's full spec reaches it in NRL_JOB_SPEC, in the environment submit starts it
+    with (the job writes it to spec.json); the script holds its values, never its JSON."""
     job = spec(env={"X": "\n'\"$(x)"}, driver={"command": HOSTILE[:1] + HOSTILE})
-    (text,) = bash_values(slurm.plan(job).script, 'printf "%s\\0" "$NRL_JOB_SPEC"')
+    request = plan(job)
+    (name, text), *rest = request.environment
+    assert (name, rest) == ("NRL_JOB_SPEC", [])
     assert json.loads(text) == job.model_dump(mode="json")
+    assert '"backend":' not in request.script and text not in request.script
+    # The longest line is a value of the job's own (its driver), never the whole spec.
+    longest = max(len(line) for line in request.script.split("\n"))
+    assert longest < len(text) // 2, longest
+    (unset,) = bash_values(request.script, 'printf "%s\\0" "${NRL_JOB_SPEC-unset}"')
+    assert unset == "unset"
 
 
 def test_hostile_values_through_the_cli(cli: Cli) -> None:

@@ -296,14 +296,50 @@ def test_the_log_dir_and_its_files_are_the_owner_s_alone_whatever_the_caller_s_u
 ) -> None:
     text, copy = _rendered(kind)
     log_dir = tmp_path / "logs" / "5-logs"
-    done = _job_bash(
-        text, f"start_log_dir {copy} 1700000000", tmp_path, {"NRL_LOG_DIR": str(log_dir)}, umask=0
-    )
+    env = {"NRL_LOG_DIR": str(log_dir), "NRL_JOB_SPEC": "{}"}  # as submit passes the spec
+    done = _job_bash(text, f"start_log_dir {copy} 1700000000", tmp_path, env, umask=0)
     assert done.returncode == 0, done.stdout + done.stderr
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in log_dir.iterdir()}
     assert stat.S_IMODE(log_dir.stat().st_mode) == 0o700
-    assert modes == {copy: 0o600, "spec.json": 0o600, "timeline": 0o600, "timings.json": 0o600}
+    files = [copy, "STARTED", "spec.json", "timeline", "timings.json"]
+    assert modes == dict.fromkeys(files, 0o600)
     assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700  # the base it made too
+
+
+@pytest.mark.parametrize("kind", RENDERED)
+def test_the_log_dir_gets_the_spec_submit_passed_and_no_step_inherits_it(
+    kind: str, tmp_path: Path
+) -> None:
+    text, copy = _rendered(kind)
+    log_dir = tmp_path / "logs" / "5-logs"
+    value = '{"backend": "slurm", "env": {"X": "\'$(x)\\n"}}'
+    # Whatever the script or a process it starts reads of NRL_JOB_SPEC afterwards (set -u).
+    probe = (
+        f"start_log_dir {copy} 1700000000\n"
+        'printf "%s\\n" "${NRL_JOB_SPEC-unset}"; env | grep -c ^NRL_JOB_SPEC= || true'
+    )
+    env = {"NRL_LOG_DIR": str(log_dir), "NRL_JOB_SPEC": value}
+    done = _job_bash(text, probe, tmp_path, env)
+    assert (done.returncode, done.stdout) == (0, "unset\n0\n"), done.stderr
+    spec_json = log_dir / "spec.json"
+    assert spec_json.read_text() == value + "\n"
+    assert stat.S_IMODE(spec_json.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("kind", RENDERED)
+@pytest.mark.parametrize("given", [None, ""])
+def test_a_script_run_without_the_spec_writes_no_spec_json(
+    kind: str, given: str | None, tmp_path: Path
+) -> None:
+    """A copy of the script sbatch'ed by hand has no NRL_JOB_SPEC: it runs, with no spec.json."""
+    text, copy = _rendered(kind)
+    log_dir = tmp_path / "logs" / "5-logs"
+    env = {"NRL_LOG_DIR": str(log_dir), **({} if given is None else {"NRL_JOB_SPEC": given})}
+    done = _job_bash(text, f"start_log_dir {copy} 1700000000", tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in log_dir.iterdir()) == sorted(
+        [copy, "STARTED", "timeline", "timings.json"]
+    )
 
 
 @pytest.mark.parametrize("kind", RENDERED)
@@ -643,6 +679,8 @@ def test_sbatch_gets_the_spec_in_its_environment_and_withheld_secrets_still_not(
     assert json.loads(env["NRL_JOB_SPEC"]) == rec.spec
     assert "--export=ALL" in rec.argv
     assert ("HF_TOKEN" in env) == (via == "env")
+    # The script holds the job's values, never its spec's JSON.
+    assert '"backend":' not in Path(rec.script_path).read_text()
 
 
 def test_the_local_job_starts_with_the_spec_in_its_environment(

@@ -249,7 +249,6 @@ def plan(spec: LaunchSpec) -> Request:
         spec=_for_template(spec),
         ray=True,
         version=__version__,
-        spec_json=spec.model_dump_json(),
     )
     script = job_script(header, "lepton")
     environment = spec_environment(spec)

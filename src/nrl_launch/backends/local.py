@@ -43,7 +43,6 @@ def plan(
         ray=True,
         version=__version__,
         run_command=join(argv),
-        spec_json=spec.model_dump_json(),
     )
     script = job_script(header, "local")
     return Request(argv=argv, script=script, environment=spec_environment(spec))

@@ -3,7 +3,7 @@ scontrol and scancel for the jobs it queued (through the runner).
 
 `plan()` is what `render` prints and what `submit` hands to sbatch, so a dry run shows exactly
 what would be submitted; the job's full spec goes with it in sbatch's environment (NRL_JOB_SPEC,
-`Request.environment`).
+`Request.environment`), not in the script.
 """
 
 from __future__ import annotations
@@ -219,7 +219,6 @@ def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
         sbatch_directives=sbatch_directives(spec),
         gpu_flag=gpu_flag(spec),
         mounts=",".join(container_mounts(spec)),
-        spec_json=spec.model_dump_json(),
         sandbox_export=spec.sandbox.exported() if spec.sandbox else [],
         secrets_file=secrets,
     )
@@ -474,7 +473,6 @@ def plan_plain(
         gpu_flag=gpu_flag(spec),
         # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
         mounts=",".join(container_mounts(spec)),
-        spec_json=spec.model_dump_json(),
         remove_first=remove_first,
         secrets_file=secrets,
     )

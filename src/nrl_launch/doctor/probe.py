@@ -301,7 +301,6 @@ def probe_request(
         PROBE_TEMPLATE,
         spec=spec,
         version=__version__,
-        spec_json=spec.model_dump_json(),
         gpu_flag=gpu_flag(spec),
         ray=False,  # the probe starts no Ray: the job's values without Ray's ports
         dirs=[(key, _inside_path(spec, key, path)) for key, path in dirs],

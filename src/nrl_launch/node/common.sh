@@ -61,11 +61,12 @@ refuse_to_start() {
   exit 1
 }
 
-# Creates this run's log dir (NRL_LOG_DIR) with a copy of this script named $1, the spec, and
-# the timeline started at $2 (epoch seconds, when the job was submitted). The dir is new and
-# the job's own (mode 0700): one that exists already, which another user may have made to catch
-# the job's token and script, is refused, never reused; so is a place above it where another
-# user could replace it.
+# Creates this run's log dir (NRL_LOG_DIR) with a copy of this script named $1, STARTED, the
+# spec (spec.json, from NRL_JOB_SPEC, which submit passes to the job; none for a copy of this
+# script run by hand), and last the timeline started at $2 (epoch seconds, when the job was
+# submitted). The dir is new and the job's own (mode 0700): one that exists already, which
+# another user may have made to catch the job's token and script, is refused, never reused; so
+# is a place above it where another user could replace it.
 start_log_dir() {
   local base=${NRL_LOG_DIR%/*} why
   mkdir -p -- "$base" "${NRL_CACHE_DIRS[@]}"
@@ -76,7 +77,15 @@ start_log_dir() {
     refuse_to_start "its log dir $NRL_LOG_DIR exists already (made by someone else, or by an earlier job with this id): move it away and submit again"
   # Nodes and attach run this copy: the scheduler's own copy may be node-local.
   cp -- "$0" "$NRL_LOG_DIR/$1"
-  printf '%s\n' "$NRL_JOB_SPEC" >"$NRL_LOG_DIR/spec.json"
+  # An empty marker whose mtime is the job's start, never written again: Ray's log sync
+  # (sync_ray_logs) takes the sessions newer than it for this job's. (spec.json is missing from
+  # a script run by hand, and the copy's name differs between kinds.)
+  : >"$NRL_LOG_DIR/STARTED"
+  if [[ -n ${NRL_JOB_SPEC-} ]]; then
+    printf '%s\n' "$NRL_JOB_SPEC" >"$NRL_LOG_DIR/spec.json"
+  fi
+  # Written once: no step, Ray process, driver or sandbox started from here inherits it.
+  unset NRL_JOB_SPEC
   printf 'submitted %s\n' "$2" >"$NRL_LOG_DIR/timeline"
   phase started
 }

@@ -65,10 +65,14 @@ lepton_head() {
 }
 
 # Worker K > 0: once worker 0 has made the log dir (and the token in it), the worker step.
+# Without a token, the timeline says the log dir is made: start_log_dir writes it last.
 lepton_worker() {
+  # Every worker gets the spec in its environment; worker 0 writes it to spec.json, and no
+  # worker's steps, Ray or driver inherit it.
+  unset NRL_JOB_SPEC
   local deadline=$((SECONDS + NRL_HEAD_START_TIMEOUT))
   until [[ -e $NRL_LOG_DIR/ray-auth-token || -e $NRL_LOG_DIR/ENDED ]] \
-    || { [[ $NRL_RAY_AUTH != token ]] && [[ -e $NRL_LOG_DIR/spec.json ]]; }; do
+    || { [[ $NRL_RAY_AUTH != token ]] && [[ -e $NRL_LOG_DIR/timeline ]]; }; do
     if ((SECONDS >= deadline)); then
       echo "$0: worker $1 saw no log dir $NRL_LOG_DIR from worker 0 within ${NRL_HEAD_START_TIMEOUT}s: is logs.base_dir on storage every worker mounts?" >&2
       exit 1

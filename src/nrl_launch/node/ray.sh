@@ -173,8 +173,8 @@ private_dir() {
 
 # ray.log_sync_s (ray.sub's RAY_LOG_SYNC_FREQUENCY): this node's Ray session logs (and the
 # nsight profiles Ray writes there) copied into <log dir>/ray/<node>/ every N seconds, and once
-# more when the job ends. Only this job's sessions: this user's, made since the job started (a
-# shared node's /tmp/ray holds other users' too).
+# more when the job ends. Only this job's sessions: this user's, made since the job started
+# (newer than the log dir's STARTED marker; a shared node's /tmp/ray holds other users' too).
 sync_ray_logs() {
   local dest=$NRL_LOG_DIR/ray/$NRL_NODE_NAME session last=0
   mkdir -p -- "$dest"
@@ -187,7 +187,7 @@ sync_ray_logs() {
     done
     [[ ! -e $NRL_LOG_DIR/ENDED ]] || last=1
     for session in /tmp/ray/session_[0-9]*/; do
-      [[ -d ${session}logs && -O $session && $session -nt $NRL_LOG_DIR/spec.json ]] || continue
+      [[ -d ${session}logs && -O $session && $session -nt $NRL_LOG_DIR/STARTED ]] || continue
       session=${session%/}
       mkdir -p -- "$dest/${session##*/}"
       cp -rpu -- "$session/logs" "$dest/${session##*/}/" 2>/dev/null || true
