@@ -14,40 +14,15 @@ import pytest
 import typer
 
 from nrl_launch.cli import app
-from nrl_launch.jobs import record
 from tests.conftest import REPO, Cli
 from tests.fakes import FakeSlurm, install
+from tests.helpers import save
 
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     return install(tmp_path, monkeypatch)
 
-
-def save(
-    tmp_path: Path, job_id: str, name: str = "j", at: float = 1.0, spec: dict | None = None
-) -> Path:
-    """A record of a 2-node Slurm job; returns its log dir (not made)."""
-    log_dir = tmp_path / "logs" / f"{job_id}-logs"
-    record.save(
-        record.JobRecord(
-            job_id=job_id,
-            backend="slurm",
-            job_name=name,
-            nodes=2,
-            submitted_at=at,
-            submit_dir=str(tmp_path),
-            log_dir=str(log_dir),
-            script_path=str(tmp_path / "job.sbatch"),
-            argv=["sbatch", "job.sbatch"],
-            spec=spec or {"ray": {"ports": {"dashboard": 8265}}},
-        ),
-        tmp_path / "state",
-    )
-    return log_dir
-
-
-# ---- status and list with no job id: every job, one squeue ----
 
 QUEUE = "21|RUNNING|None|2|node[0-1]\n22|PENDING|Priority|2|\n23|RUNNING|None|2|node[2-3]\n"
 

@@ -20,8 +20,7 @@ from nrl_launch.jobs import record
 from nrl_launch.jobs.status import LogView, Phase, phase_of, read_log_dir
 from tests.conftest import Cli, shellcheck
 from tests.fakes import FakeSlurm
-from tests.test_plan import NONCOLOC_2N
-from tests.test_quoting import spec
+from tests.helpers import NONCOLOC_2N, spec
 
 HEAD = {"dedicated_head": True}
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]

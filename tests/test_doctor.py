@@ -26,7 +26,7 @@ from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck, source_job
-from tests.test_imports import imported, roots
+from tests.helpers import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 CONFIG = doctor.parse_config((DATA / "scontrol-show-config.txt").read_text())

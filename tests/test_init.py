@@ -15,7 +15,7 @@ from nrl_launch import cli as cli_module
 from nrl_launch.cli import init
 from nrl_launch.errors import UsageError
 from tests.conftest import Cli
-from tests.test_quoting import bash_values
+from tests.helpers import bash_values
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 

@@ -18,6 +18,7 @@ from nrl_launch.jobs.status import (
     phase_of,
     read_log_dir,
 )
+from tests.helpers import make_record
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 
@@ -143,21 +144,6 @@ def test_read_log_dir_and_restarts(tmp_path: Path) -> None:
     for n in (1, 2, 10):
         (tmp_path / f"7-{n}-logs").mkdir()
     assert find_log_dir(first) == tmp_path / "7-10-logs"
-
-
-def make_record(job_id: str, submitted_at: float = 1.0) -> record.JobRecord:
-    return record.JobRecord(
-        job_id=job_id,
-        backend="slurm",
-        job_name="j",
-        nodes=2,
-        submitted_at=submitted_at,
-        submit_dir="/s",
-        log_dir=f"/s/{job_id}-logs",
-        script_path="/x.sbatch",
-        argv=["sbatch"],
-        spec={},
-    )
 
 
 def test_records_round_trip_and_list_newest_first(tmp_path: Path) -> None:

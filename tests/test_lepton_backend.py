@@ -33,7 +33,7 @@ from nrl_launch.errors import (
 )
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli, shellcheck, unavailable
-from tests.test_imports import imported, roots
+from tests.helpers import imported, roots
 
 TOKEN = "test-token-4f7a"  # the workspace token the fake API expects
 SECRET_VALUE = "hf-value-never-sent"  # an HF_TOKEN in this shell: it must reach no request

@@ -16,7 +16,7 @@ from nrl_launch.errors import ExitCode
 from nrl_launch.jobs.status import read_log_dir
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm, install
-from tests.test_cli_commands import save
+from tests.helpers import save
 
 INVALID = "slurm_load_jobs error: Invalid job id specified\n"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_LOGS, Cli
-from tests.test_plan import fits_then_one_problem, layout_of, rule_cases
+from tests.helpers import fits_then_one_problem, layout_of, rule_cases
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"

@@ -12,7 +12,7 @@ import pytest
 from nrl_launch import node
 from nrl_launch.backends import local, slurm
 from tests.conftest import need_tool
-from tests.test_quoting import spec
+from tests.helpers import spec
 
 NODE_FILES = sorted(Path(node.__file__).parent.glob("*.sh"))
 KINDS: list[tuple[node.Kind, bool]] = [

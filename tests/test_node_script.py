@@ -20,7 +20,7 @@ import pytest
 from nrl_launch.backends import Request, slurm
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import OTHER_UID
-from tests.test_quoting import bash_values, spec
+from tests.helpers import bash_values, spec
 
 PYXIS = {"image": "/shared/images/nemo-rl.sqsh", "mounts": ["/shared"], "workdir": "/shared"}
 

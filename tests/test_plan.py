@@ -4,19 +4,14 @@ on configs shaped like NeMo RL's (tests/data/nemo_rl)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from nrl_launch.nemorl.config import load
-from nrl_launch.nemorl.layout import Layout, compute
 from tests.conftest import SHARED_LOGS, Cli
+from tests.helpers import NEMO, NONCOLOC_2N, RECIPES, fits_then_one_problem, layout_of, rule_cases
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GYM_DIR = NEMO.parent / "nemo_gym"
-RECIPES = NEMO / "recipes" / "llm"
-NONCOLOC_2N = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 NONCOLOC_1N = RECIPES / "grpo-qwen2.5-7b-1n8g-noncolocated.yaml"
 DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"
 MOE_8N = RECIPES / "grpo-qwen3-30ba3b-8n8g-megatron.yaml"
@@ -30,28 +25,6 @@ DISABLED = RECIPES / "sft-nemotron-super-49b-8n8g-fsdp2tp4cp8-tulu-v3.yaml.disab
 
 V = "policy.generation.vllm_cfg"
 SG = "policy.generation.sglang_cfg"
-
-
-def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
-    cfg = load(path, overrides)
-    return compute(cfg.value, cfg.present, cfg.raw)
-
-
-def fits_then_one_problem(path: Path, overrides: Sequence[str], problem: str) -> None:
-    """A rule's test: the config fits as it is, and the overrides break it with one line."""
-    assert layout_of(path).problems == ()
-    problems = layout_of(path, overrides).problems
-    assert len(problems) == 1, problems
-    assert problem in problems[0]
-
-
-Rule = tuple[str, Path, list[str], str]
-
-
-def rule_cases(rules: Sequence[Rule]) -> list[object]:
-    """Each (rule, config, overrides, problem) as a case of `fits_then_one_problem`, named by
-    its rule."""
-    return [pytest.param(path, over, problem, id=rule) for rule, path, over, problem in rules]
 
 
 RES = "policy.generation.colocated.resources"

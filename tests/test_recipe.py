@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_LOGS, Cli
-from tests.test_quoting import bash_values, submit_argv
+from tests.helpers import bash_values, submit_argv
 
 NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GYM_DIR = NEMO.parent / "nemo_gym"

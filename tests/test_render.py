@@ -12,7 +12,7 @@ import pytest
 from nrl_launch import templating
 from nrl_launch.shell import quote
 from tests.conftest import EXAMPLES, SHARED_LOGS, TINY_RL, Cli, shellcheck
-from tests.test_quoting import bash_values
+from tests.helpers import bash_values
 
 
 def tree(*roots: Path) -> set[Path]:

@@ -22,7 +22,7 @@ from nrl_launch.backends import Phase, SchedulerView, slurm
 from nrl_launch.jobs.status import phase_of, read_log_dir
 from nrl_launch.spec.sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
 from tests.conftest import Cli, shellcheck, source_job
-from tests.test_quoting import HOSTILE, spec
+from tests.helpers import HOSTILE, spec
 
 SERVER = str(Path(__file__).resolve().parent / "cluster" / "sandbox_server.py")
 SUBMIT = ["render", "--container-runtime", "none", "-o", "job.sbatch"]

@@ -19,82 +19,7 @@ from pydantic import ValidationError
 from nrl_launch.backends import slurm
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
-from tests.test_quoting import HOSTILE, MISREAD
-
-# What C's isspace() takes for a blank (sbatch splits words at these).
-_BLANKS = " \t\n\v\f\r"
-_SEPARATORS = ("packjob", "hetjob")
-
-
-def _separator_at(text: str, i: int) -> str | None:
-    """The hetjob separator at `text[i:]`, as a word of its own (any case), if there is one."""
-    for word in _SEPARATORS:
-        end = i + len(word)
-        if text[i:end].lower() == word and (end == len(text) or text[end] in _BLANKS):
-            return word
-    return None
-
-
-def _get_argument(line: str) -> tuple[str | None, str]:
-    """sbatch's get_argument: the next word of an #SBATCH line (None: no more on this line) and
-    the rest of the line."""
-    i = 0
-    while i < len(line) and line[i] in _BLANKS:
-        i += 1
-    separator = _separator_at(line, i)
-    if separator:  # blanked out, which ends the line's words
-        line = line[:i] + " " * len(separator) + line[i + len(separator) :]
-    if line[i : i + 1] == ":":
-        raise ValueError(f"sbatch: Unexpected `:` in [{line}]")
-    word: list[str] = []
-    quote, quoted, escaped = "", False, False
-    while i < len(line) and (quoted or line[i] not in _BLANKS):
-        char = line[i]
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-            i += 1
-            continue
-        elif quoted:
-            if char == quote:
-                quoted = False
-                i += 1
-                continue
-        elif char in "\"'":
-            quoted, quote = True, char
-            i += 1
-            continue
-        elif char == "#":  # an unquoted `#` starts a comment
-            break
-        word.append(char)
-        i += 1
-    if quoted:
-        raise ValueError(f"sbatch: Unmatched `{quote}` in [{line}]")
-    return ("".join(word) if word else None), line[i:]
-
-
-def sbatch_reads(script: str) -> list[str]:
-    """The arguments sbatch takes from the #SBATCH lines of `script`, in order (getopt_long then
-    reads them as it reads a command line)."""
-    args: list[str] = []
-    for line in script.split("\n"):  # "\n" only: sbatch's next_line
-        if line.startswith("#SBATCH"):
-            rest = line[len("#SBATCH") :]
-        elif line.startswith("#SLURM"):
-            rest = line[len("#SLURM") :]
-        elif line.lstrip(_BLANKS)[:1] not in ("", "#"):
-            break  # the first command ends the header
-        else:
-            continue
-        if _separator_at(rest, len(rest) - len(rest.lstrip(_BLANKS))):
-            break  # the next component of a heterogeneous job
-        while True:
-            word, rest = _get_argument(rest)
-            if word is None:
-                break
-            args.append(word)
-    return args
+from tests.helpers import SBATCH_HOSTILE, sbatch_reads
 
 
 def directives(script: str) -> list[str]:
@@ -105,17 +30,6 @@ def spec(**slurm_values: object) -> LaunchSpec:
     return LaunchSpec.model_validate(
         {"driver": {"command": ["python", "x.py"]}, "slurm": slurm_values}
     )
-
-
-# Every value an #SBATCH line can carry: HOSTILE's (bar line breaks), and what sbatch itself reads
-# differently from bash: its comment and hetjob separators, a leading `:`, a backslash before a
-# blank, every kind of blank, and characters a terminal or a Unicode reader takes for a break.
-SBATCH_HOSTILE = [
-    *(v for v in HOSTILE + MISREAD if v and "\n" not in v and "\r" not in v),
-    *("\ttab\tand", "hetjob", "PackJob", "hetjob x", ":x", "a:b", "a\\ b", "\\", "\\\\"),
-    *('"', "'", '"\'"', "x#y", " #y", "%j", "  ", " a ", "a\x0bb\x0cc", "\x1b[31m", "\x7f"),
-    *("\u00a0", "\u2028", "\u0085", "\ufeff", "\u202e", "{#x", "#}", "--", "-", "=", "a=b c"),
-]
 
 
 @pytest.mark.parametrize(

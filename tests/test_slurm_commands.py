@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.test_imports import imported, roots
+from tests.helpers import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
@@ -82,7 +82,7 @@ def test_jobs_slurm_has_forgotten_cost_no_query_each(
     """Past MinJobAge neither squeue nor scontrol knows a job (both read slurmctld's memory): a
     listing of many old jobs on a site without accounting asks squeue once, and sacct once for
     the accounting and once for the completion log, not scontrol for each job."""
-    from tests.test_cli_commands import save
+    from tests.helpers import save
 
     for job_id in ("5", "6", "7"):
         save(tmp_path, job_id)

@@ -18,9 +18,7 @@ from nrl_launch.jobs import record
 from nrl_launch.jobs.status import LogView, Phase, SchedulerView, phase_of
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.test_golden import PYXIS_FLAGS, container_args
-from tests.test_imports import imported, roots
-from tests.test_quoting import HOSTILE, bash_values
+from tests.helpers import HOSTILE, PYXIS_FLAGS, bash_values, container_args, imported, roots
 
 IMAGE = "nvcr.io/nvidia/nemo-rl:v0.6.0"
 URI = "docker://nvcr.io#nvidia/nemo-rl:v0.6.0"
@@ -239,7 +237,7 @@ def test_run_submits_the_command_once_per_node(
 
 def test_run_values_reach_bash_unchanged() -> None:
     from nrl_launch.backends import slurm
-    from tests.test_quoting import spec
+    from tests.helpers import spec
 
     job = spec(
         driver={"command": ["tool", *HOSTILE]}, env={f"V{i}": v for i, v in enumerate(HOSTILE)}
@@ -428,7 +426,7 @@ def test_plain_script_runs_the_command_and_records_how_it_ended(tmp_path: Path) 
     """The task step in a real bash, with srun's variables: the command's output, ENDED and
     the exit code, and the missing-program check that pull's enroot relies on."""
     from nrl_launch.backends import slurm
-    from tests.test_quoting import spec
+    from tests.helpers import spec
 
     log_dir = tmp_path / "1-logs"
     log_dir.mkdir()
