@@ -2,7 +2,8 @@
 shell completion, `logs -f`'s exit code, --json errors, --debug anywhere, help for a bare
 command, `cancel` of an ended job, and the examples in every command's --help.
 
-Slurm is the fakes of tests/fakes.py (alone on PATH): each refuses unless a test answers."""
+Slurm is the one fake (conftest's `slurm` fixture, tests/fakes.py): each command refuses unless a
+test answers."""
 
 from __future__ import annotations
 
@@ -15,24 +16,18 @@ import typer
 
 from nrl_launch.cli import app
 from tests.conftest import REPO, Cli
-from tests.fakes import FakeSlurm, install
+from tests.fakes import FakeSlurm
 from tests.helpers import save
-
-
-@pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    return install(tmp_path, monkeypatch)
-
 
 QUEUE = "21|RUNNING|None|2|node[0-1]\n22|PENDING|Priority|2|\n23|RUNNING|None|2|node[2-3]\n"
 
 
 def test_status_alone_shows_every_job_from_one_squeue(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     for i, job_id in enumerate(["21", "22", "23"]):
         save(tmp_path, job_id, name=f"grpo-{job_id}", at=float(i))
-    fake.answer("squeue", QUEUE)
+    slurm.answer("squeue", QUEUE)
     result = cli("status")
     assert result.code == 0, result.err
     rows = [line.split("\t") for line in result.out.splitlines()]
@@ -42,7 +37,7 @@ def test_status_alone_shows_every_job_from_one_squeue(
         ["21", "grpo-21", "2", "STARTING"],
     ]
     assert rows[1][5] == "waiting for resources (Priority)"
-    (call,) = fake.calls()  # one query for all of them
+    (call,) = slurm.calls()  # one query for all of them
     assert call.startswith("squeue ") and "-j 23,22,21 " in call
     data = json.loads(cli("status", "--json").out)
     assert [(j["job_id"], j["phase"]) for j in data["jobs"]] == [
@@ -52,10 +47,10 @@ def test_status_alone_shows_every_job_from_one_squeue(
     ]
 
 
-def test_list_shows_the_same_with_the_records(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+def test_list_shows_the_same_with_the_records(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
     for i, job_id in enumerate(["21", "22", "23"]):
         save(tmp_path, job_id, at=float(i))
-    fake.answer("squeue", QUEUE)
+    slurm.answer("squeue", QUEUE)
     listed = cli("list")
     assert listed.code == 0, listed.err
     assert [line.split("\t")[3] for line in listed.out.splitlines()] == [
@@ -66,11 +61,11 @@ def test_list_shows_the_same_with_the_records(cli: Cli, fake: FakeSlurm, tmp_pat
     jobs = json.loads(cli("list", "--json").out)["jobs"]
     assert [(j["job_id"], j["status"]["phase"]) for j in jobs][1] == ("22", "PENDING")
     assert jobs[0]["log_dir"].endswith("/23-logs")  # the record, as before
-    assert len(fake.calls("squeue")) == 2  # one per command
+    assert len(slurm.calls("squeue")) == 2  # one per command
 
 
 def test_a_scheduler_that_does_not_answer_leaves_the_list(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     save(tmp_path, "21")
     result = cli("list")  # every fake refuses: squeue exits 99
@@ -80,10 +75,10 @@ def test_a_scheduler_that_does_not_answer_leaves_the_list(
     assert warning.startswith("nrl-launch: warning: squeue failed (exit 99)")
     assert warning.endswith("the state of its 1 job(s) is unknown")
     assert "slurm did not answer" in result.out
-    assert fake.calls() == [fake.calls()[0]]  # asked once
+    assert slurm.calls() == [slurm.calls()[0]]  # asked once
 
 
-def test_status_alone_with_no_jobs_and_watch_without_a_job(cli: Cli, fake: FakeSlurm) -> None:
+def test_status_alone_with_no_jobs_and_watch_without_a_job(cli: Cli, slurm: FakeSlurm) -> None:
     assert (cli("status").code, cli("status").out) == (0, "")
     assert json.loads(cli("status", "--json").out)["jobs"] == []
     watch = cli("status", "--watch")
@@ -91,32 +86,32 @@ def test_status_alone_with_no_jobs_and_watch_without_a_job(cli: Cli, fake: FakeS
     assert watch.err == (
         "nrl-launch: error: --watch: name the jobs to follow: nrl-launch status JOBID --watch\n"
     )
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 # ---- job names wherever a job id goes ----
 
 
-def test_a_job_name_works_as_its_id(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+def test_a_job_name_works_as_its_id(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
     save(tmp_path, "21", name="grpo-8b")
-    fake.answer("squeue", "21|PENDING|Priority|2|\n")
+    slurm.answer("squeue", "21|PENDING|Priority|2|\n")
     by_name = json.loads(cli("status", "grpo-8b", "--json").out)["jobs"]
     assert [j["job_id"] for j in by_name] == ["21"]
-    fake.answer("scancel")
+    slurm.answer("scancel")
     cancelled = cli("cancel", "grpo-8b")
     assert (cancelled.code, cancelled.out) == (0, "Cancelled 21\n")
-    assert fake.calls("scancel") == ["scancel 21"]
+    assert slurm.calls("scancel") == ["scancel 21"]
 
 
-def test_an_id_wins_over_a_name(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+def test_an_id_wins_over_a_name(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
     save(tmp_path, "21", name="22")
     save(tmp_path, "22", name="other")
-    fake.answer("squeue", "22|PENDING|Priority|2|\n")
+    slurm.answer("squeue", "22|PENDING|Priority|2|\n")
     assert json.loads(cli("status", "22", "--json").out)["jobs"][0]["job_id"] == "22"
 
 
 def test_a_name_several_jobs_share_is_refused_naming_them(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     for i, job_id in enumerate(["21", "22", "23"]):
         save(tmp_path, job_id, name="chain" if job_id != "22" else "solo", at=float(i))
@@ -130,14 +125,14 @@ def test_a_name_several_jobs_share_is_refused_naming_them(
     unknown = cli("status", "nothing-like-it")
     assert unknown.code == 4
     assert "no job 'nothing-like-it' was submitted with nrl-launch here" in unknown.err
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 # ---- shell completion ----
 
 
 def test_job_ids_complete_from_the_records_without_asking_slurm(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     save(tmp_path, "21", name="grpo", at=1.0)
     save(tmp_path, "31", name="sft", at=2.0)
@@ -158,7 +153,7 @@ def test_job_ids_complete_from_the_records_without_asking_slurm(
     monkeypatch.setenv("COMP_WORDS", "nrl-launch logs 21 --fo")
     monkeypatch.setenv("COMP_CWORD", "3")
     assert cli().out.split() == ["--follow"]
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 def test_the_completion_script_is_shown(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,13 +178,13 @@ def test_the_completion_script_is_shown(cli: Cli, monkeypatch: pytest.MonkeyPatc
     ids=["completed", "failed", "cancelled", "timeout"],
 )
 def test_logs_follow_exits_with_the_job_s_exit_code(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path, squeue: str, sacct: str, code: int
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, squeue: str, sacct: str, code: int
 ) -> None:
     log_dir = save(tmp_path, "41")
     log_dir.mkdir(parents=True)
     (log_dir / "ray-driver.log").write_text("step 1\n")
-    fake.answer("squeue", squeue)
-    fake.answer("sacct", sacct)
+    slurm.answer("squeue", squeue)
+    slurm.answer("sacct", sacct)
     result = cli("logs", "41", "-f")
     assert (result.code, result.out) == (code, "step 1\n"), result.err
     if code:
@@ -215,7 +210,7 @@ def test_logs_follow_exits_with_the_job_s_exit_code(
     ],
 )
 def test_an_error_with_json_is_a_json_object_too(
-    cli: Cli, fake: FakeSlurm, args: list[str], code: int, says: str
+    cli: Cli, slurm: FakeSlurm, args: list[str], code: int, says: str
 ) -> None:
     result = cli(*args)
     assert result.code == code
@@ -224,7 +219,7 @@ def test_an_error_with_json_is_a_json_object_too(
     assert (data["nrl_launch_json"], data["command"], data["ok"]) == (1, command, False)
     assert data["exit_code"] == code and says in data["errors"][0]
     assert result.err == f"nrl-launch: error: {data['errors'][0]}\n"  # and the line, as ever
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 def test_json_after_the_driver_is_the_driver_s(cli: Cli) -> None:
@@ -241,7 +236,7 @@ def test_a_command_that_printed_its_object_prints_no_second(cli: Cli) -> None:
     assert data["command"] == "plan" and data["problems"]
 
 
-def test_logs_json_and_its_refusal_with_follow(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+def test_logs_json_and_its_refusal_with_follow(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
     log_dir = save(tmp_path, "41")
     log_dir.mkdir(parents=True)
     (log_dir / "ray-driver.log").write_text("a\nb\n")
@@ -251,7 +246,7 @@ def test_logs_json_and_its_refusal_with_follow(cli: Cli, fake: FakeSlurm, tmp_pa
     refused = cli("logs", "41", "-f", "--json")
     assert refused.code == 2
     assert "--follow and --json cannot be combined" in json.loads(refused.out)["errors"][0]
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 def test_debug_after_the_command(cli: Cli) -> None:
@@ -275,36 +270,36 @@ def test_a_bare_command_prints_its_help_exit_0(cli: Cli, args: list[str], has: s
 
 
 def test_cancel_of_an_ended_job_says_how_it_ended(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     save(tmp_path, "51")
     save(tmp_path, "52")
-    fake.answer("squeue", "51|COMPLETED|None|2|node[0-1]\n52|RUNNING|None|2|node[2-3]\n")
-    fake.answer("sacct", "51|COMPLETED|0:0\n")
-    fake.answer("scancel")
+    slurm.answer("squeue", "51|COMPLETED|None|2|node[0-1]\n52|RUNNING|None|2|node[2-3]\n")
+    slurm.answer("sacct", "51|COMPLETED|0:0\n")
+    slurm.answer("scancel")
     result = cli("cancel", "51", "52")
     assert (result.code, result.out) == (0, "Cancelled 52\n")
     assert result.err == (
         "nrl-launch: warning: job 51 had already ended (COMPLETED: completed): nothing to cancel\n"
     )
-    assert fake.calls("scancel") == ["scancel 52"]
+    assert slurm.calls("scancel") == ["scancel 52"]
     data = json.loads(cli("cancel", "51", "--json").out)
     assert (data["cancelled"], data["ended"]) == ([], {"51": "COMPLETED: completed"})
-    assert fake.calls("scancel") == ["scancel 52"]  # not again
+    assert slurm.calls("scancel") == ["scancel 52"]  # not again
 
 
-def test_cancel_when_squeue_fails_still_cancels(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+def test_cancel_when_squeue_fails_still_cancels(cli: Cli, slurm: FakeSlurm, tmp_path: Path) -> None:
     save(tmp_path, "51")
-    fake.answer("scancel")
+    slurm.answer("scancel")
     result = cli("cancel", "51")
     assert (result.code, result.out) == (0, "Cancelled 51\n")
     assert "cancelling without knowing which jobs have ended" in result.err
-    assert fake.calls("scancel") == ["scancel 51"]
+    assert slurm.calls("scancel") == ["scancel 51"]
 
 
 @pytest.mark.parametrize("spec", [{"ray": {}}, {"slurm": {"nodes": 2}}, {"ray": {"ports": None}}])
 def test_dashboard_of_a_record_without_its_port_is_one_line(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path, spec: dict
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, spec: dict
 ) -> None:
     save(tmp_path, "61", spec=spec)
     result = cli("dashboard", "61")
@@ -314,7 +309,7 @@ def test_dashboard_of_a_record_without_its_port_is_one_line(
         f"the head's log, ray-head.log in {tmp_path}/logs/61-logs, says where its dashboard "
         "listens\n"
     )
-    assert fake.calls() == []
+    assert slurm.calls() == []
 
 
 # ---- the examples in every command's --help ----
@@ -335,7 +330,7 @@ def help_examples(cli: Cli, command: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_help_shows_examples_that_work(
-    cli: Cli, fake: FakeSlurm, command: str, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, slurm: FakeSlurm, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)  # as written from the repository root
     for argv in help_examples(cli, command):
@@ -347,7 +342,7 @@ def test_every_help_shows_examples_that_work(
             assert result.code == 0, (argv, result.err)
         else:  # it needs a cluster or a job: its flags and arguments parse
             _parse([a.replace("JOBID", "12") for a in argv])
-    assert not [c for c in fake.calls() if not c.startswith("squeue")]  # nothing was queued
+    assert not [c for c in slurm.calls() if not c.startswith("squeue")]  # nothing was queued
 
 
 def _parse(argv: list[str]) -> None:

@@ -8,7 +8,6 @@ import grp
 import json
 import os
 import pwd
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck, source_job
+from tests.fakes import FakeSlurm
 from tests.helpers import imported, roots
 
 DATA = Path(__file__).parent / "data" / "slurm-22.05"
@@ -709,9 +709,9 @@ class FakeCluster:
     """Fake Slurm commands on PATH: each answers with the dev cluster's captured output and
     logs its argv. The probe job's sbatch writes a captured report where the job would."""
 
-    def __init__(self, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.bin = bin_dir
-        self.calls_file = bin_dir / "calls"
+    def __init__(self, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.slurm = slurm
+        self.bin = slurm.bin_dir
         self.env = monkeypatch.setenv
         self.test_only("accepted")
         self.queue("77|COMPLETED|None|2|node[0-1]")
@@ -722,7 +722,7 @@ class FakeCluster:
             f"""
             *--version*) {version} ;;
             *--test-only*) cat "$FAKE_TEST_ONLY" >&2; exit "$FAKE_TEST_ONLY_RC" ;;
-            *) cp "${{@: -1}}" {bin_dir}/probe.sbatch
+            *) cp "${{@: -1}}" {self.bin}/probe.sbatch
                cp "$FAKE_REPORT" "$FAKE_REPORT_TO"; echo 77 ;;""",
         )
         self.fake("srun", f"*) {version} ;;")
@@ -738,13 +738,7 @@ class FakeCluster:
         self.fake("scancel", "*) ;;")
 
     def fake(self, name: str, cases: str) -> None:
-        path = self.bin / name
-        path.write_text(
-            "#!/bin/bash\n"
-            f'printf "%s\\n" "{name} $*" >>{shlex.quote(str(self.calls_file))}\n'
-            f'case " $* " in\n{cases}\nesac\n'
-        )
-        path.chmod(0o755)
+        self.slurm.script(name, f'case " $* " in\n{cases}\nesac')
 
     def test_only(self, captured: str, code: int = 0) -> None:
         self.env("FAKE_TEST_ONLY", str(DATA / f"sbatch-test-only-{captured}.txt"))
@@ -758,18 +752,18 @@ class FakeCluster:
         self.env("FAKE_REPORT_TO", str(log_dir / ".nrl-doctor-77.out"))
 
     def calls(self) -> list[str]:
-        return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
+        return self.slurm.calls()
 
 
 @pytest.fixture
-def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    bin_dir = tmp_path / "fake-bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    return FakeCluster(bin_dir, monkeypatch)
+def cluster(slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    """The one fake Slurm (conftest's), answering as the dev cluster did."""
+    return FakeCluster(slurm, monkeypatch)
 
 
-def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isolated: Path) -> None:
+def test_doctor_passes_on_a_cluster_that_fits(
+    cli: Cli, cluster: FakeCluster, isolated: Path
+) -> None:
     result = cli("doctor", "--partition", "batch", "--nodes", "2")
     assert result.code == 0, result.out + result.err
     out = result.out.splitlines()
@@ -783,7 +777,7 @@ def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isol
         "ok    logs.base_dir", "ok    ray.auth",
     ]  # fmt: skip
     assert out[-1] == "All 9 checks passed"
-    test_only = next(c for c in slurm.calls() if "--test-only" in c)
+    test_only = next(c for c in cluster.calls() if "--test-only" in c)
     assert test_only == (
         "sbatch --test-only --exclusive --export=ALL --gres=gpu:8 --job-name=nrl-launch "
         "--nodes=2 --ntasks-per-node=1 --output=./slurm-%j.out --partition=batch --wrap true"
@@ -791,7 +785,7 @@ def test_doctor_passes_on_a_cluster_that_fits(cli: Cli, slurm: FakeCluster, isol
     assert list(isolated.iterdir()) == []  # the probe file is gone; nothing was created
 
 
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("cluster")
 def test_doctor_needs_no_driver_but_keeps_one(cli: Cli, isolated: Path) -> None:
     (isolated / "job.yaml").write_text("driver:\n  command: [python, train.py]\n")
     assert cli("doctor", "-f", "job.yaml").code == 0
@@ -799,7 +793,7 @@ def test_doctor_needs_no_driver_but_keeps_one(cli: Cli, isolated: Path) -> None:
     assert cli("doctor", "--interactive").code == 0
 
 
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("cluster")
 def test_doctor_json(cli: Cli) -> None:
     result = cli("doctor", "--json", "--gpus-per-node", "16")
     assert result.code == 6
@@ -811,8 +805,8 @@ def test_doctor_json(cli: Cli) -> None:
     assert result.err.startswith("nrl-launch: error: doctor: 1 check failed: slurm.gpus_per_node")
 
 
-def test_too_many_gpus_fails_with_exit_6(cli: Cli, slurm: FakeCluster) -> None:
-    slurm.test_only("too-many-gpus", code=1)
+def test_too_many_gpus_fails_with_exit_6(cli: Cli, cluster: FakeCluster) -> None:
+    cluster.test_only("too-many-gpus", code=1)
     result = cli("doctor", "--gpus-per-node", "16")
     assert result.code == 6
     assert (
@@ -830,24 +824,24 @@ def test_too_many_gpus_fails_with_exit_6(cli: Cli, slurm: FakeCluster) -> None:
 
 
 def test_missing_slurm_commands_fail_without_asking_slurm(
-    cli: Cli, slurm: FakeCluster, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (slurm.bin / "srun").unlink()
-    monkeypatch.setenv("PATH", str(slurm.bin))  # the fakes only, without srun
+    (cluster.bin / "srun").unlink()
+    monkeypatch.setenv("PATH", str(cluster.bin))  # the fakes only, without srun
     result = cli("doctor")
     assert result.code == 6
     assert "FAIL  slurm: srun not found on PATH: run doctor on a Slurm login node" in result.out
-    assert all(c.endswith("--version") for c in slurm.calls())
+    assert all(c.endswith("--version") for c in cluster.calls())
 
 
-def test_bad_spec_is_exit_2_not_a_check(cli: Cli, slurm: FakeCluster) -> None:
+def test_bad_spec_is_exit_2_not_a_check(cli: Cli, cluster: FakeCluster) -> None:
     result = cli("doctor", "--nodes", "0")
     assert result.code == 2
-    assert "slurm.nodes" in result.err and slurm.calls() == []
+    assert "slurm.nodes" in result.err and cluster.calls() == []
 
 
-def test_on_nodes_reports_each_node_and_dir(cli: Cli, slurm: FakeCluster, isolated: Path) -> None:
-    slurm.probe_report("node-local-cache", isolated)
+def test_on_nodes_reports_each_node_and_dir(cli: Cli, cluster: FakeCluster, isolated: Path) -> None:
+    cluster.probe_report("node-local-cache", isolated)
     result = cli("doctor", "--on-nodes", "--nodes", "2", "--set", f"caches.hf_home={isolated}/hf")
     assert result.code == 6, result.err
     assert (
@@ -859,30 +853,30 @@ def test_on_nodes_reports_each_node_and_dir(cli: Cli, slurm: FakeCluster, isolat
         in result.out
     )
     assert "wait  probe job 77" not in result.out  # it had ended at the first look
-    submit = next(c for c in slurm.calls() if "--parsable" in c)
+    submit = next(c for c in cluster.calls() if "--parsable" in c)
     assert "--output=/dev/null" in submit and "--job-name=nrl-launch-doctor" in submit
-    probe = (slurm.bin / "probe.sbatch").read_text()
+    probe = (cluster.bin / "probe.sbatch").read_text()
     assert f"out={isolated}/.nrl-doctor-" in probe
     assert list(isolated.iterdir()) == []  # the report is removed once read
 
 
-def test_on_nodes_gives_up_at_the_timeout_and_cancels(cli: Cli, slurm: FakeCluster) -> None:
-    slurm.queue("77|PENDING|Resources|2|")
+def test_on_nodes_gives_up_at_the_timeout_and_cancels(cli: Cli, cluster: FakeCluster) -> None:
+    cluster.queue("77|PENDING|Resources|2|")
     result = cli("doctor", "--on-nodes", "--probe-timeout", "1")
     assert result.code == 6
     assert (
         "FAIL  on nodes: probe job 77 was still PENDING (Resources) after 1 s: cancelled it "
         "(raise --probe-timeout to wait longer)"
     ) in result.out.splitlines()
-    assert "scancel 77" in slurm.calls()
+    assert "scancel 77" in cluster.calls()
 
 
-def test_on_nodes_is_not_run_when_the_request_fails(cli: Cli, slurm: FakeCluster) -> None:
-    slurm.test_only("too-many-nodes", code=1)
+def test_on_nodes_is_not_run_when_the_request_fails(cli: Cli, cluster: FakeCluster) -> None:
+    cluster.test_only("too-many-nodes", code=1)
     result = cli("doctor", "--on-nodes", "--nodes", "5")
     assert result.code == 6
     assert "warn  on nodes: not run: fix the failed checks above first" in result.out
-    assert not [c for c in slurm.calls() if "--parsable" in c]
+    assert not [c for c in cluster.calls() if "--parsable" in c]
 
 
 def test_on_nodes_needs_slurm(cli: Cli) -> None:

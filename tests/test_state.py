@@ -17,15 +17,10 @@ import pytest
 
 from nrl_launch.jobs import record
 from tests.conftest import Cli
-from tests.fakes import FakeSlurm, install
+from tests.fakes import FakeSlurm
 
 RECORDS = Path(__file__).parent / "data" / "records"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
-
-
-@pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    return install(tmp_path, monkeypatch)
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -34,11 +29,11 @@ def leftovers(directory: Path) -> list[str]:
 
 
 def test_twenty_concurrent_submits_leave_twenty_intact_records(
-    fake: FakeSlurm, tmp_path: Path, isolated: Path
+    slurm: FakeSlurm, tmp_path: Path, isolated: Path
 ) -> None:
     """20 `nrl-launch submit` processes at once; sbatch answers each with an id of its own (its
     pid) after a random few ms, so the records and scripts are written interleaved."""
-    fake.script("sbatch", '/bin/sleep "0.0$((RANDOM % 10))"\nprintf "%s\\n" "$$"')
+    slurm.script("sbatch", '/bin/sleep "0.0$((RANDOM % 10))"\nprintf "%s\\n" "$$"')
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "nrl_launch", "submit", "--quiet", *JOB],
@@ -54,7 +49,7 @@ def test_twenty_concurrent_submits_leave_twenty_intact_records(
     assert [code for _, code in outcomes] == [0] * 20, [err for (_, err), _ in outcomes]
     ids = [out.strip() for (out, _), _ in outcomes]
     assert len(set(ids)) == 20 and all(i.isdigit() for i in ids)
-    assert len(fake.calls("sbatch")) == 20
+    assert len(slurm.calls("sbatch")) == 20
 
     state = tmp_path / "state"
     jobs, scripts = state / "jobs", state / "scripts"
@@ -124,14 +119,14 @@ CORRUPT: list[tuple[str, bytes, str]] = [
 
 
 def test_corrupt_records_warn_once_each_and_list_shows_the_rest(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
     save(state, "10", submitted_at=1.0)
     save(state, "11", submitted_at=2.0)
     for job_id, content, _ in CORRUPT:
         (state / "jobs" / f"{job_id}.json").write_bytes(content)
-    fake.answer("squeue", "10|PENDING|Priority|2|\n11|PENDING|Priority|2|\n")
+    slurm.answer("squeue", "10|PENDING|Priority|2|\n11|PENDING|Priority|2|\n")
     result = cli("list")
     assert result.code == 0, result.err
     assert [line.split("\t")[0] for line in result.out.splitlines()] == ["11", "10"]
@@ -147,7 +142,7 @@ def test_corrupt_records_warn_once_each_and_list_shows_the_rest(
 
 @pytest.mark.parametrize(("job_id", "content", "reason"), CORRUPT, ids=[c[0] for c in CORRUPT])
 def test_status_of_a_corrupt_record_is_one_line_exit_4(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path, job_id: str, content: bytes, reason: str
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, job_id: str, content: bytes, reason: str
 ) -> None:
     jobs = tmp_path / "state" / "jobs"
     jobs.mkdir(parents=True)
@@ -157,7 +152,7 @@ def test_status_of_a_corrupt_record_is_one_line_exit_4(
     assert result.out == ""
     assert result.err.startswith(f"nrl-launch: error: job record {jobs}/{job_id}.json is unread")
     assert reason in result.err and result.err.count("\n") == 1
-    assert fake.calls() == []  # refused before asking Slurm anything
+    assert slurm.calls() == []  # refused before asking Slurm anything
 
 
 def old_records(state: Path, root: Path) -> list[str]:
@@ -187,11 +182,11 @@ def test_a_version_1_record_of_an_old_nrl_launch_loads(tmp_path: Path) -> None:
 
 
 def test_status_list_and_logs_work_on_old_records(
-    cli: Cli, fake: FakeSlurm, tmp_path: Path
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
     old_records(state, tmp_path)
-    fake.answer("squeue", "4242|RUNNING|None|2|node[0-1]\n4243|PENDING|Resources|2|\n")
+    slurm.answer("squeue", "4242|RUNNING|None|2|node[0-1]\n4243|PENDING|Resources|2|\n")
     listed = cli("list")
     assert listed.code == 0 and listed.err == ""
     assert [line.split("\t")[:4] for line in listed.out.splitlines()] == [
