@@ -28,7 +28,9 @@ bash_values, spec, submit_argv = _quoting.bash_values, _quoting.spec, _quoting.s
 
 # ---- NeMo RL configs (tests/data/nemo_rl) and their layouts ----
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
+TESTS = Path(__file__).parent
+TEST_DATA = TESTS / "data"
+NEMO = TEST_DATA / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
 NONCOLOC_2N = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,9 @@ from nrl_launch.jobs.status import (
     phase_of,
     read_log_dir,
 )
-from tests.helpers import make_record
+from tests.helpers import TEST_DATA, make_record
 
-DATA = Path(__file__).parent / "data" / "slurm-22.05"
+DATA = TEST_DATA / "slurm-22.05"
 
 
 def test_parse_squeue_running_and_pending() -> None:
@@ -197,3 +198,97 @@ def test_a_local_job_mid_exec_still_counts_as_running(monkeypatch: pytest.Monkey
     assert local.job_running(rec)
     monkeypatch.setattr(Path, "read_bytes", lambda _self: b"")  # a zombie, or a kernel thread
     assert not local.job_running(rec)
+
+
+# ---- phase_of for a dedicated head, a sandbox and a plain (Ray-less) job ----
+
+
+def test_status_counts_the_head_among_the_nodes(tmp_path: Path) -> None:
+    running = SchedulerView(state="RUNNING")
+    joining = LogView(
+        log_dir=tmp_path, head_up=True, nodes=1, nodes_expected=3, gpus=0, gpus_expected=16,
+        dedicated_head=True,
+    )  # fmt: skip
+    assert phase_of(running, joining, 3) == (
+        Phase.JOINING,
+        "1/3 nodes joined (1 CPU head + 2 GPU nodes), 0/16 GPUs",
+    )
+    up = LogView(
+        log_dir=tmp_path, head_up=True, nodes=3, nodes_expected=3, gpus=16, gpus_expected=16,
+        dedicated_head=True, driver_started=True,
+    )  # fmt: skip
+    assert phase_of(running, up, 3) == (
+        Phase.RUNNING,
+        "driver running on 3 node(s) (1 CPU head + 2 GPU nodes)",
+    )
+
+
+def test_status_says_the_driver_waits_for_the_sandboxes(tmp_path: Path) -> None:
+    """Every node joined, the driver not yet started (the head waits up to
+    sandbox.ready_timeout_s): status says how many nodes' sandboxes answer, not just RUNNING."""
+    (tmp_path / "STARTED_RAY_HEAD").touch()
+    (tmp_path / "readiness.json").write_text(
+        json.dumps({"nodes": 2, "nodes_expected": 2, "gpus": 16, "gpus_expected": 16})
+    )
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "STARTED.node0").write_text("1.0\n")
+    (tmp_path / "sandbox" / "READY.node0").write_text("2.0\n")
+    running = SchedulerView("RUNNING")
+    assert phase_of(running, read_log_dir(tmp_path), 2) == (
+        Phase.RUNNING,
+        "all 2 nodes joined, 16/16 GPUs; waiting for the sandbox: 1/2 nodes answer",
+    )
+    (tmp_path / "sandbox" / "READY.node1").write_text("3.0\n")
+    (tmp_path / "timeline").write_text("submitted 0\ndriver_started 4\n")
+    assert phase_of(running, read_log_dir(tmp_path), 2) == (
+        Phase.RUNNING,
+        "driver running on 2 node(s)",
+    )
+    # A job without a sandbox keeps the line it had.
+    (tmp_path / "timeline").write_text("submitted 0\n")
+    shutil.rmtree(tmp_path / "sandbox")
+    assert phase_of(running, read_log_dir(tmp_path), 2)[1] == "all 2 nodes joined, 16/16 GPUs"
+
+
+@pytest.mark.parametrize(
+    ("slurm_view", "logs", "phase", "detail"),
+    [
+        (SchedulerView("PENDING", reason="Priority"), LogView(None), Phase.PENDING, "waiting for"),
+        (
+            SchedulerView("RUNNING"),
+            LogView(Path("/l")),
+            Phase.STARTING,
+            "starting the command (the job's environment and setup)",
+        ),
+        (
+            SchedulerView("RUNNING"),
+            LogView(Path("/l"), command_started=True),
+            Phase.RUNNING,
+            "command running on 2 node(s)",
+        ),
+        (
+            SchedulerView("RUNNING"),
+            LogView(Path("/l"), command_started=True, ended="the command exited with code 0 on 2"),
+            Phase.RUNNING,
+            "stopping: the command exited with code 0 on 2",
+        ),
+        (
+            SchedulerView("COMPLETED", exit_code=0),
+            LogView(Path("/l"), ended="the command exited with code 0 on 2 node(s)"),
+            Phase.COMPLETED,
+            "the command exited with code 0 on 2 node(s)",
+        ),
+        (
+            SchedulerView("FAILED", exit_code=4),
+            LogView(Path("/l"), ended="the command exited with code 4 on node 1 (node1)"),
+            Phase.FAILED,
+            "exit code 4: the command exited with code 4 on node 1 (node1)",
+        ),
+        (SchedulerView("CANCELLED"), LogView(Path("/l")), Phase.CANCELLED, "cancelled"),
+    ],
+)
+def test_phase_of_a_plain_job_never_waits_for_ray(
+    slurm_view: SchedulerView, logs: LogView, phase: Phase, detail: str
+) -> None:
+    found, text = phase_of(slurm_view, logs, nodes=2, kind="plain")
+    assert (found, text.startswith(detail)) == (phase, True), text

@@ -15,9 +15,9 @@ from nrl_launch import cli as cli_module
 from nrl_launch.cli import init
 from nrl_launch.errors import UsageError
 from tests.conftest import Cli
-from tests.helpers import bash_values
+from tests.helpers import TEST_DATA, bash_values
 
-DATA = Path(__file__).parent / "data" / "slurm-22.05"
+DATA = TEST_DATA / "slurm-22.05"
 
 
 def captured(name: str) -> str:

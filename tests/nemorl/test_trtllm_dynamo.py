@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_LOGS, Cli
-from tests.helpers import fits_then_one_problem, layout_of, rule_cases
+from tests.helpers import NEMO, fits_then_one_problem, layout_of, rule_cases
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
 TRT_1B = NEMO / "grpo_math_1B_trtllm.yaml"  # 1 GPU, colocated, TP1
 TRT_2N = RECIPES / "grpo-qwen3-1.7b-2n4g-fsdp2-trtllm.yaml"  # 2 nodes x 4, colocated, TP4

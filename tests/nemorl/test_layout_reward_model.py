@@ -14,8 +14,8 @@ import pytest
 from nrl_launch.nemorl.config import load
 from nrl_launch.nemorl.layout import Layout, RewardModel, compute
 from tests.conftest import Cli
+from tests.helpers import NEMO
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GRPO_RM = NEMO / "grpo_rm_1B.yaml"
 RES = "env.reward_model.resources"
 GEN = "policy.generation.colocated"

@@ -18,8 +18,9 @@ import pytest
 from nrl_launch.jobs import record
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
+from tests.helpers import TEST_DATA
 
-RECORDS = Path(__file__).parent / "data" / "records"
+RECORDS = TEST_DATA / "records"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.helpers import imported, roots
+from tests.helpers import TEST_DATA, imported, roots
 
-DATA = Path(__file__).parent / "data" / "slurm-22.05"
+DATA = TEST_DATA / "slurm-22.05"
 JOB = ["--nodes", "2", "--container-runtime", "none", "--", "python", "train.py"]
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
-from tests.helpers import fits_then_one_problem, layout_of, rule_cases
+from tests.helpers import NEMO, fits_then_one_problem, layout_of, rule_cases
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
 MATH_1B = NEMO / "grpo_math_1B_sglang.yaml"  # main: 1 node x 2 GPUs, TP1
 QWEN_1N = RECIPES / "grpo-qwen2.5-math-1.5b-instruct-1n8g-fsdp2tp1-sglang.yaml"  # TP2, 8 GPUs

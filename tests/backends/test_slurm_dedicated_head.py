@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from nrl_launch.backends import SchedulerView, slurm
+from nrl_launch.backends import slurm
 from nrl_launch.cli.options import job_flags
 from nrl_launch.errors import UsageError
 from nrl_launch.jobs import record
-from nrl_launch.jobs.status import LogView, Phase, phase_of, read_log_dir
+from nrl_launch.jobs.status import read_log_dir
 from tests.conftest import Cli, shellcheck
 from tests.fakes import FakeSlurm
 from tests.helpers import NONCOLOC_2N, spec
@@ -208,26 +208,6 @@ def test_block_ranks_are_the_gpu_nodes_alone(tmp_path: Path) -> None:
 
 
 # ---- What the login node reads: status, records, attach and logs ----
-
-
-def test_status_counts_the_head_among_the_nodes(tmp_path: Path) -> None:
-    running = SchedulerView(state="RUNNING")
-    joining = LogView(
-        log_dir=tmp_path, head_up=True, nodes=1, nodes_expected=3, gpus=0, gpus_expected=16,
-        dedicated_head=True,
-    )  # fmt: skip
-    assert phase_of(running, joining, 3) == (
-        Phase.JOINING,
-        "1/3 nodes joined (1 CPU head + 2 GPU nodes), 0/16 GPUs",
-    )
-    up = LogView(
-        log_dir=tmp_path, head_up=True, nodes=3, nodes_expected=3, gpus=16, gpus_expected=16,
-        dedicated_head=True, driver_started=True,
-    )  # fmt: skip
-    assert phase_of(running, up, 3) == (
-        Phase.RUNNING,
-        "driver running on 3 node(s) (1 CPU head + 2 GPU nodes)",
-    )
 
 
 def test_the_log_dir_says_whether_the_head_is_dedicated(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from nrl_launch.backends import Phase, SchedulerView, slurm
-from nrl_launch.jobs.status import phase_of, read_log_dir
+from nrl_launch.backends import slurm
 from nrl_launch.spec.sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
 from tests.conftest import Cli, shellcheck, source_job
-from tests.helpers import HOSTILE, spec
+from tests.helpers import HOSTILE, TEST_DATA, TESTS, spec
 
-SERVER = str(Path(__file__).resolve().parent / "cluster" / "sandbox_server.py")
+SERVER = str((TESTS / "cluster" / "sandbox_server.py").resolve())
 SUBMIT = ["render", "--container-runtime", "none", "-o", "job.sbatch"]
 CMD = ["--", "python", "train.py"]
 # A sandbox on the node itself (no image), as the jobs here run without a container.
@@ -401,7 +399,7 @@ def test_the_sandbox_s_environment_is_a_list_of_names_without_the_job_s() -> Non
 
 
 def test_plan_names_the_sandbox(cli: Cli) -> None:
-    config = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs" / "grpo_base.yaml"
+    config = TEST_DATA / "nemo_rl" / "examples" / "configs" / "grpo_base.yaml"
     result = cli("plan", "--config", str(config), *SANDBOX)
     assert result.code == 0, result.err
     where = "on every node, without a container; ports 6000, 6001-6999"
@@ -672,33 +670,6 @@ def test_a_sandbox_step_that_ends_with_the_job_leaves_the_head_to_end_by_itself(
     assert result.stdout.strip() == "head exit 0"
     assert 2 < time.monotonic() - started < 30
     assert (log_dir / "ENDED").read_text().strip() == "driver exited with code 0"
-
-
-def test_status_says_the_driver_waits_for_the_sandboxes(tmp_path: Path) -> None:
-    """Every node joined, the driver not yet started (the head waits up to
-    sandbox.ready_timeout_s): status says how many nodes' sandboxes answer, not just RUNNING."""
-    (tmp_path / "STARTED_RAY_HEAD").touch()
-    (tmp_path / "readiness.json").write_text(
-        json.dumps({"nodes": 2, "nodes_expected": 2, "gpus": 16, "gpus_expected": 16})
-    )
-    (tmp_path / "sandbox").mkdir()
-    (tmp_path / "sandbox" / "STARTED.node0").write_text("1.0\n")
-    (tmp_path / "sandbox" / "READY.node0").write_text("2.0\n")
-    running = SchedulerView("RUNNING")
-    assert phase_of(running, read_log_dir(tmp_path), 2) == (
-        Phase.RUNNING,
-        "all 2 nodes joined, 16/16 GPUs; waiting for the sandbox: 1/2 nodes answer",
-    )
-    (tmp_path / "sandbox" / "READY.node1").write_text("3.0\n")
-    (tmp_path / "timeline").write_text("submitted 0\ndriver_started 4\n")
-    assert phase_of(running, read_log_dir(tmp_path), 2) == (
-        Phase.RUNNING,
-        "driver running on 2 node(s)",
-    )
-    # A job without a sandbox keeps the line it had.
-    (tmp_path / "timeline").write_text("submitted 0\n")
-    shutil.rmtree(tmp_path / "sandbox")
-    assert phase_of(running, read_log_dir(tmp_path), 2)[1] == "all 2 nodes joined, 16/16 GPUs"
 
 
 def test_a_sandbox_image_file_that_is_not_there_is_refused_before_submitting(

@@ -15,7 +15,6 @@ import pytest
 
 from nrl_launch import enroot
 from nrl_launch.jobs import record
-from nrl_launch.jobs.status import LogView, Phase, SchedulerView, phase_of
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
 from tests.helpers import HOSTILE, PYXIS_FLAGS, bash_values, container_args, imported, roots
@@ -315,50 +314,6 @@ def test_run_wait_exits_with_the_command_s_exit_code(cli: Cli, slurm: FakeSlurm)
 
 
 # ---- status, logs and the Ray-only commands on a plain job ----
-
-
-@pytest.mark.parametrize(
-    ("slurm_view", "logs", "phase", "detail"),
-    [
-        (SchedulerView("PENDING", reason="Priority"), LogView(None), Phase.PENDING, "waiting for"),
-        (
-            SchedulerView("RUNNING"),
-            LogView(Path("/l")),
-            Phase.STARTING,
-            "starting the command (the job's environment and setup)",
-        ),
-        (
-            SchedulerView("RUNNING"),
-            LogView(Path("/l"), command_started=True),
-            Phase.RUNNING,
-            "command running on 2 node(s)",
-        ),
-        (
-            SchedulerView("RUNNING"),
-            LogView(Path("/l"), command_started=True, ended="the command exited with code 0 on 2"),
-            Phase.RUNNING,
-            "stopping: the command exited with code 0 on 2",
-        ),
-        (
-            SchedulerView("COMPLETED", exit_code=0),
-            LogView(Path("/l"), ended="the command exited with code 0 on 2 node(s)"),
-            Phase.COMPLETED,
-            "the command exited with code 0 on 2 node(s)",
-        ),
-        (
-            SchedulerView("FAILED", exit_code=4),
-            LogView(Path("/l"), ended="the command exited with code 4 on node 1 (node1)"),
-            Phase.FAILED,
-            "exit code 4: the command exited with code 4 on node 1 (node1)",
-        ),
-        (SchedulerView("CANCELLED"), LogView(Path("/l")), Phase.CANCELLED, "cancelled"),
-    ],
-)
-def test_phase_of_a_plain_job_never_waits_for_ray(
-    slurm_view: SchedulerView, logs: LogView, phase: Phase, detail: str
-) -> None:
-    found, text = phase_of(slurm_view, logs, nodes=2, kind="plain")
-    assert (found, text.startswith(detail)) == (phase, True), text
 
 
 def test_status_and_logs_of_a_plain_job_read_job_log(

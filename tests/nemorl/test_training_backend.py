@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_LOGS, Cli
-from tests.helpers import fits_then_one_problem, layout_of, rule_cases
+from tests.helpers import NEMO, fits_then_one_problem, layout_of, rule_cases
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 RECIPES = NEMO / "recipes" / "llm"
 DENSE_32N = RECIPES / "grpo-qwen2.5-32b-32n8g-fsdp2tp8-actckpt.yaml"  # FSDP2
 SFT_8N = RECIPES / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"  # Megatron

@@ -26,9 +26,9 @@ from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck, source_job
 from tests.fakes import FakeSlurm
-from tests.helpers import imported, roots
+from tests.helpers import TEST_DATA, imported, roots
 
-DATA = Path(__file__).parent / "data" / "slurm-22.05"
+DATA = TEST_DATA / "slurm-22.05"
 CONFIG = doctor.parse_config((DATA / "scontrol-show-config.txt").read_text())
 PARTITIONS = doctor.parse_partitions((DATA / "scontrol-show-partition.txt").read_text())
 BATCH, DEBUG = PARTITIONS

@@ -9,8 +9,8 @@ import pytest
 
 from nrl_launch.errors import ConfigError
 from nrl_launch.nemorl.config import MISSING, load, parse_override
+from tests.helpers import NEMO
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GYM_DIR = NEMO.parent / "nemo_gym"
 RECIPES = NEMO / "recipes" / "llm"
 # *.yaml.disabled: a config NeMo RL has disabled, still one of its configs.

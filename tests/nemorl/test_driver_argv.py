@@ -6,14 +6,13 @@ several, `$` expansions) is left unread, as any command that runs no driver."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from nrl_launch.nemorl.driver import DriverConfig, read
 from tests.conftest import Cli
+from tests.helpers import NEMO
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 GRPO = "examples/run_grpo.py"
 

@@ -12,8 +12,9 @@ import pytest
 from nrl_launch.jobs.diagnose import diagnose
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
+from tests.helpers import TEST_DATA
 
-RAY = Path(__file__).parent / "data" / "ray-2.60"
+RAY = TEST_DATA / "ray-2.60"
 
 
 @pytest.mark.parametrize(

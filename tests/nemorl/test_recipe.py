@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_LOGS, Cli
-from tests.helpers import bash_values, submit_argv
+from tests.helpers import NEMO, bash_values, submit_argv
 
-NEMO = Path(__file__).parent / "data" / "nemo_rl" / "examples" / "configs"
 GYM_DIR = NEMO.parent / "nemo_gym"
 NONCOLOC_2N = NEMO / "recipes" / "llm" / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
 SFT_8N = NEMO / "recipes" / "llm" / "sft-llama3.1-70b-8n8g-tp4pp2-long-megatron.yaml"
