@@ -243,7 +243,7 @@ _NODES = st.integers(1, 64)
 _GPU_REQUEST = st.one_of(st.none(), st.sampled_from(["gres", "gpus-per-node", "none"]))
 _CPUS = st.one_of(st.none(), st.integers(1, 256))
 # Raw sbatch flags nrl-launch does not own, each with a hostile single-line value (flags it
-# owns, or a bare word, are refused: tests/test_sbatch_args.py covers those).
+# owns, or a bare word, are refused: tests/spec/test_sbatch_args.py covers those).
 _FREE_FLAGS = ("--comment", "--constraint", "--mail-user", "--mail-type", "--licenses", "--mem")
 _EXTRA_ARGS = st.one_of(
     st.none(),

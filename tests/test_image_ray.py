@@ -13,7 +13,7 @@ import pytest
 from nrl_launch import storage
 from nrl_launch.image_ray import image_ray, ray_in_listing
 from tests.conftest import Cli
-from tests.fakes import FakeSlurm, install
+from tests.fakes import FakeSlurm
 
 V040 = "nvcr.io/nvidia/nemo-rl:v0.4.0"
 CMD = ["--", "python", "-c", "pass"]
@@ -187,23 +187,22 @@ def _sqsh(tmp_path: Path, ray: str) -> Path:
 
 
 @pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    """Fake Slurm alone on PATH, with the real unsquashfs beside it (sbatch answers 42)."""
+def fake(slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    """The fake Slurm alone on PATH, with the real unsquashfs beside it (sbatch answers 42)."""
     if UNSQUASHFS is None:
         pytest.skip("unsquashfs is not installed (apt-get install squashfs-tools)")
-    slurm = _fake_slurm(tmp_path, monkeypatch)
+    _alone(slurm, monkeypatch)
     (slurm.bin_dir / "unsquashfs").symlink_to(UNSQUASHFS)
     return slurm
 
 
-def _fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    """Fake Slurm alone on PATH, sbatch answering 42; the default secrets set (their warning is
-    not what these tests look at)."""
-    slurm = install(tmp_path, monkeypatch)
+def _alone(slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake Slurm alone on PATH, sbatch answering 42; the default secrets set (their warning
+    is not what these tests look at)."""
+    monkeypatch.setenv("PATH", str(slurm.bin_dir))
     slurm.answer("sbatch", stdout="42\n")
     monkeypatch.setenv("HF_TOKEN", "hf-test")
     monkeypatch.setenv("WANDB_API_KEY", "wandb-test")
-    return slurm
 
 
 def _submit(cli: Cli, tmp_path: Path, image: str) -> tuple[int, list[str]]:
@@ -246,9 +245,9 @@ def test_render_does_not_read_the_sqsh(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_a_sqsh_that_cannot_be_listed_here_is_a_warning(
-    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slurm = _fake_slurm(tmp_path, monkeypatch)  # alone on PATH: no unsquashfs
+    _alone(slurm, monkeypatch)  # alone on PATH: no unsquashfs
     image = tmp_path / "rl.sqsh"
     image.write_bytes(b"hsqs")
     code, err = _submit(cli, tmp_path, str(image))

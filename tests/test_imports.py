@@ -5,31 +5,10 @@ layered: its modules import only downward (LAYERS), and never in a circle."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import EXAMPLES
-
-
-def imported(*args: str) -> set[str]:
-    """Every module a fresh `python -m nrl_launch ARGS` imports (from -X importtime)."""
-    run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "nrl_launch", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    return {
-        line.rsplit("|", 1)[1].strip()
-        for line in run.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
-
-
-def roots(modules: set[str]) -> set[str]:
-    return {m.split(".")[0] for m in modules}
+from tests.helpers import imported, roots
 
 
 def test_render_never_imports_ray() -> None:

@@ -21,7 +21,7 @@ from tests.conftest import (
     readme_shell_env,
     wait_until,
 )
-from tests.test_jobs import make_record
+from tests.helpers import make_record
 
 
 def readme_cluster_check() -> list[str]:

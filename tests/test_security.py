@@ -29,7 +29,7 @@ from tests.conftest import (
     without_warnings,
 )
 from tests.fakes import FakeSlurm, install
-from tests.test_quoting import bash_values
+from tests.helpers import bash_values
 
 SENTINEL = "hf_sentinel_Zq9'$(x)\"secret"
 

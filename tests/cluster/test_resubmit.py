@@ -18,7 +18,7 @@ from nrl_launch.backends import Request, slurm, state_phase
 from nrl_launch.spec import LaunchSpec
 from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
 from tests.conftest import Cli, wait_until
-from tests.test_sbatch_lines import SBATCH_HOSTILE, sbatch_reads
+from tests.helpers import SBATCH_HOSTILE, sbatch_reads
 
 pytestmark = pytest.mark.cluster
 FOUND = 'sbatch: debug2: Found in script, argument "'

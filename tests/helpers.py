@@ -1,0 +1,213 @@
+"""Helpers that more than one test module uses: import them from here, never from a test_ module.
+
+Fixtures live in conftest.py (the one fake Slurm: the `slurm` fixture, over tests/fakes.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from nrl_launch.jobs import record
+from nrl_launch.nemorl.config import load
+from nrl_launch.nemorl.layout import Layout, compute
+
+# These live in test modules that another branch is editing now; they move here once it is
+# merged. Until then this is the one place that imports from a test module.
+from tests import test_golden as _golden
+from tests import test_quoting as _quoting
+
+CASES, Case, render = _golden.CASES, _golden.Case, _golden.render
+PYXIS_FLAGS, container_args = _golden.PYXIS_FLAGS, _golden.container_args
+HOSTILE, MISREAD = _quoting.HOSTILE, _quoting.MISREAD
+bash_values, spec, submit_argv = _quoting.bash_values, _quoting.spec, _quoting.submit_argv
+
+# ---- NeMo RL configs (tests/data/nemo_rl) and their layouts ----
+
+TESTS = Path(__file__).parent
+TEST_DATA = TESTS / "data"
+NEMO = TEST_DATA / "nemo_rl" / "examples" / "configs"
+RECIPES = NEMO / "recipes" / "llm"
+NONCOLOC_2N = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml"
+
+
+def layout_of(path: Path, overrides: Sequence[str] = ()) -> Layout:
+    cfg = load(path, overrides)
+    return compute(cfg.value, cfg.present, cfg.raw)
+
+
+def fits_then_one_problem(path: Path, overrides: Sequence[str], problem: str) -> None:
+    """A rule's test: the config fits as it is, and the overrides break it with one line."""
+    assert layout_of(path).problems == ()
+    problems = layout_of(path, overrides).problems
+    assert len(problems) == 1, problems
+    assert problem in problems[0]
+
+
+Rule = tuple[str, Path, list[str], str]
+
+
+def rule_cases(rules: Sequence[Rule]) -> list[object]:
+    """Each (rule, config, overrides, problem) as a case of `fits_then_one_problem`, named by
+    its rule."""
+    return [pytest.param(path, over, problem, id=rule) for rule, path, over, problem in rules]
+
+
+# ---- imports: what a fresh `python -m nrl_launch` loads ----
+
+
+def imported(*args: str) -> set[str]:
+    """Every module a fresh `python -m nrl_launch ARGS` imports (from -X importtime)."""
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nrl_launch", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def roots(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+# ---- job records ----
+
+
+def make_record(job_id: str, submitted_at: float = 1.0) -> record.JobRecord:
+    return record.JobRecord(
+        job_id=job_id,
+        backend="slurm",
+        job_name="j",
+        nodes=2,
+        submitted_at=submitted_at,
+        submit_dir="/s",
+        log_dir=f"/s/{job_id}-logs",
+        script_path="/x.sbatch",
+        argv=["sbatch"],
+        spec={},
+    )
+
+
+def save(
+    tmp_path: Path, job_id: str, name: str = "j", at: float = 1.0, spec: dict | None = None
+) -> Path:
+    """A record of a 2-node Slurm job; returns its log dir (not made)."""
+    log_dir = tmp_path / "logs" / f"{job_id}-logs"
+    record.save(
+        record.JobRecord(
+            job_id=job_id,
+            backend="slurm",
+            job_name=name,
+            nodes=2,
+            submitted_at=at,
+            submit_dir=str(tmp_path),
+            log_dir=str(log_dir),
+            script_path=str(tmp_path / "job.sbatch"),
+            argv=["sbatch", "job.sbatch"],
+            spec=spec or {"ray": {"ports": {"dashboard": 8265}}},
+        ),
+        tmp_path / "state",
+    )
+    return log_dir
+
+
+# ---- status and list with no job id: every job, one squeue ----
+
+
+# ---- sbatch's own reading of #SBATCH lines ----
+
+# What C's isspace() takes for a blank (sbatch splits words at these).
+_BLANKS = " \t\n\v\f\r"
+_SEPARATORS = ("packjob", "hetjob")
+
+
+def _separator_at(text: str, i: int) -> str | None:
+    """The hetjob separator at `text[i:]`, as a word of its own (any case), if there is one."""
+    for word in _SEPARATORS:
+        end = i + len(word)
+        if text[i:end].lower() == word and (end == len(text) or text[end] in _BLANKS):
+            return word
+    return None
+
+
+def _get_argument(line: str) -> tuple[str | None, str]:
+    """sbatch's get_argument: the next word of an #SBATCH line (None: no more on this line) and
+    the rest of the line."""
+    i = 0
+    while i < len(line) and line[i] in _BLANKS:
+        i += 1
+    separator = _separator_at(line, i)
+    if separator:  # blanked out, which ends the line's words
+        line = line[:i] + " " * len(separator) + line[i + len(separator) :]
+    if line[i : i + 1] == ":":
+        raise ValueError(f"sbatch: Unexpected `:` in [{line}]")
+    word: list[str] = []
+    quote, quoted, escaped = "", False, False
+    while i < len(line) and (quoted or line[i] not in _BLANKS):
+        char = line[i]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+            i += 1
+            continue
+        elif quoted:
+            if char == quote:
+                quoted = False
+                i += 1
+                continue
+        elif char in "\"'":
+            quoted, quote = True, char
+            i += 1
+            continue
+        elif char == "#":  # an unquoted `#` starts a comment
+            break
+        word.append(char)
+        i += 1
+    if quoted:
+        raise ValueError(f"sbatch: Unmatched `{quote}` in [{line}]")
+    return ("".join(word) if word else None), line[i:]
+
+
+def sbatch_reads(script: str) -> list[str]:
+    """The arguments sbatch takes from the #SBATCH lines of `script`, in order (getopt_long then
+    reads them as it reads a command line)."""
+    args: list[str] = []
+    for line in script.split("\n"):  # "\n" only: sbatch's next_line
+        if line.startswith("#SBATCH"):
+            rest = line[len("#SBATCH") :]
+        elif line.startswith("#SLURM"):
+            rest = line[len("#SLURM") :]
+        elif line.lstrip(_BLANKS)[:1] not in ("", "#"):
+            break  # the first command ends the header
+        else:
+            continue
+        if _separator_at(rest, len(rest) - len(rest.lstrip(_BLANKS))):
+            break  # the next component of a heterogeneous job
+        while True:
+            word, rest = _get_argument(rest)
+            if word is None:
+                break
+            args.append(word)
+    return args
+
+
+# Every value an #SBATCH line can carry: HOSTILE's (bar line breaks), and what sbatch itself reads
+# differently from bash: its comment and hetjob separators, a leading `:`, a backslash before a
+# blank, every kind of blank, and characters a terminal or a Unicode reader takes for a break.
+SBATCH_HOSTILE = [
+    *(v for v in HOSTILE + MISREAD if v and "\n" not in v and "\r" not in v),
+    *("\ttab\tand", "hetjob", "PackJob", "hetjob x", ":x", "a:b", "a\\ b", "\\", "\\\\"),
+    *('"', "'", '"\'"', "x#y", " #y", "%j", "  ", " a ", "a\x0bb\x0cc", "\x1b[31m", "\x7f"),
+    *("\u00a0", "\u2028", "\u0085", "\ufeff", "\u202e", "{#x", "#}", "--", "-", "=", "a=b c"),
+]

@@ -1,0 +1,85 @@
+"""The node program (nrl_launch/node/): static bash that every job script carries verbatim after
+its rendered header. Checked on its own (shellcheck, file by file and assembled), and held to
+what a render ends with."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nrl_launch import node
+from nrl_launch.backends import local, slurm
+from tests.conftest import need_tool
+from tests.helpers import spec
+
+NODE_FILES = sorted(Path(node.__file__).parent.glob("*.sh"))
+KINDS: list[tuple[node.Kind, bool]] = [
+    ("slurm", False),
+    ("slurm", True),
+    ("local", False),
+    ("lepton", False),
+]
+
+
+def _shellcheck(path: Path, *exclude: str) -> str:
+    args = [need_tool("shellcheck"), "--shell=bash", "--severity=style"]
+    if exclude:
+        args.append("--exclude=" + ",".join(exclude))
+    done = subprocess.run([*args, str(path)], capture_output=True, text=True, check=False)
+    return done.stdout if done.returncode else ""
+
+
+def test_every_node_file_is_plain_bash_in_a_program() -> None:
+    """No Jinja in any file (a job's values are the header's), each well under 500 lines, and
+    every one is part of some kind's program."""
+    assert len(NODE_FILES) >= 10
+    used = {path for kind, sandbox in KINDS for path in node.files(kind, sandbox=sandbox)}
+    for path in NODE_FILES:
+        text = path.read_text(encoding="utf-8")
+        assert "{{" not in text and "{%" not in text and "{#" not in text, path.name
+        assert len(text.splitlines()) < 400, path.name
+        assert path in used, path.name
+
+
+@pytest.mark.parametrize("path", NODE_FILES, ids=lambda p: p.name)
+def test_each_node_file_is_shellcheck_clean_on_its_own(path: Path) -> None:
+    """SC2034 (a variable assigned and not used) aside: a file's values are read by the others
+    (the ports' arrays by the head and workers, NRL_CONTAINER_ARGS by the steps)."""
+    assert _shellcheck(path, "SC2034") == ""
+
+
+@pytest.mark.parametrize(
+    ("kind", "sandbox"), KINDS, ids=["slurm", "slurm-sandbox", "local", "lepton"]
+)
+def test_each_assembled_program_is_shellcheck_clean(
+    kind: node.Kind, sandbox: bool, tmp_path: Path
+) -> None:
+    """The program as a job carries it, without its header: only the header's values are
+    unknown to it (SC2034 aside, as for one file: the header's job_env and ports read some)."""
+    path = tmp_path / f"{kind}.sh"
+    path.write_text(node.program(kind, sandbox=sandbox), encoding="utf-8")
+    assert _shellcheck(path, "SC2034") == ""
+    # It ends with the mode dispatch.
+    assert node.program(kind, sandbox=sandbox).rstrip().endswith("esac")
+
+
+def _render(kind: str) -> str:
+    if kind == "local":
+        return local.plan(spec(backend="local", container={"runtime": "none"})).script
+    if kind == "slurm-sandbox":
+        return slurm.plan(spec(sandbox={"command": ["x"], "unsafe_on_host": True})).script
+    return slurm.plan(spec()).script
+
+
+@pytest.mark.parametrize("render", ["slurm", "slurm-sandbox", "local"])
+def test_a_render_ends_with_exactly_the_program_after_the_marker(render: str) -> None:
+    """Above the marker, the job's header; after it, the kind's program, byte for byte."""
+    kind: node.Kind = "local" if render == "local" else "slurm"
+    text = _render(render)
+    assert text.count(node.MARKER) == 1
+    header, program = text.split(node.MARKER)
+    assert program == node.program(kind, sandbox=render == "slurm-sandbox")
+    assert header.startswith("#!/usr/bin/env bash\n")
+    assert "\ncase ${1:-} in" not in header
