@@ -1,6 +1,8 @@
 """Helpers that more than one test module uses: import them from here, never from a test_ module.
 
-Fixtures live in conftest.py (the one fake Slurm: the `slurm` fixture, over tests/fakes.py).
+The golden renders' catalogue (their cases, and pyxis flags read from a script) is in
+golden_cases.py. Fixtures live in conftest.py (the one fake Slurm: the `slurm` fixture, over
+tests/fakes.py).
 """
 
 from __future__ import annotations
@@ -15,16 +17,78 @@ import pytest
 from nrl_launch.jobs import record
 from nrl_launch.nemorl.config import load
 from nrl_launch.nemorl.layout import Layout, compute
+from nrl_launch.spec import LaunchSpec
 
-# These live in test modules that another branch is editing now; they move here once it is
-# merged. Until then this is the one place that imports from a test module.
-from tests import test_golden as _golden
-from tests import test_quoting as _quoting
+# ---- Hostile values and a rendered script read back in bash ----
 
-CASES, Case, render = _golden.CASES, _golden.Case, _golden.render
-PYXIS_FLAGS, container_args = _golden.PYXIS_FLAGS, _golden.container_args
-HOSTILE, MISREAD = _quoting.HOSTILE, _quoting.MISREAD
-bash_values, spec, submit_argv = _quoting.bash_values, _quoting.spec, _quoting.submit_argv
+HOSTILE = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "both ' and \"",
+    "$(touch /tmp/nrl-pwned)",
+    "`touch /tmp/nrl-pwned`",
+    "a;b",
+    "a && b || c",
+    "line one\nline two",
+    "\ttab\tand\r\n",
+    "naïve ☃ 日本語 🚀",
+    "-rf",
+    "--config=x",
+    "*",
+    "~",
+    "$HOME ${HOME} $0",
+    "back\\slash \\n",
+    "!event",
+    "> /dev/null <",
+    "#comment",
+    "",
+]
+# Path-like values: absolute, and without ',' or ':' (pyxis' separators) so mounts accept them.
+HOSTILE_PATHS = ["/x/" + v.replace(":", "") for v in HOSTILE if v]
+
+
+def bash_values(script: str, probe: str) -> list[str]:
+    """Source the script in a real bash (its values and functions; sourced, it runs nothing)
+    and then run `probe`, which prints values separated by NUL bytes, which no value can
+    contain."""
+    result = subprocess.run(
+        ["bash", "-c", 'source /dev/stdin <<<"$1"\n' + probe, "bash", script],
+        capture_output=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "NRL_LOG_DIR": "/logs/1-logs", "SLURM_SUBMIT_DIR": "/submit"},
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+
+
+def submit_argv(script: str) -> list[str]:
+    """The argv that bash passes to sbatch when the header's submit command is pasted."""
+    line = next(x for x in script.splitlines() if x.startswith("# Submit with: "))
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "sbatch() { printf '%s\\0' \"$@\"; }\n" + line.removeprefix("# Submit with: "),
+        ],
+        capture_output=True,
+        check=True,
+    )
+    return ["sbatch", *result.stdout.decode().split("\0")[:-1]]
+
+
+def spec(**values: object) -> LaunchSpec:
+    base: dict[str, object] = {"driver": {"command": ["python", "x.py"]}}
+    base.update(values)
+    return LaunchSpec.model_validate(base)
+
+
+# Words that need no quotes but that shellcheck misreads in a script (found by test_fuzz):
+# `$`, backquotes and a backslash in '...' (SC2016, SC1003), and array elements that look like
+# a comma-separated list or an `[index]=value` (SC2054, SC2191), and bash's reserved words
+# (SC1010).
+MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x", "then", "fi"]
+
 
 # ---- NeMo RL configs (tests/data/nemo_rl) and their layouts ----
 

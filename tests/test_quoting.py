@@ -15,76 +15,9 @@ from hypothesis import strategies as st
 
 from nrl_launch.backends import Request, slurm
 from nrl_launch.shell import quote
-from nrl_launch.spec import LaunchSpec, reserved_env_name
+from nrl_launch.spec import reserved_env_name
 from tests.conftest import Cli, shellcheck
-
-HOSTILE = [
-    "two words",
-    "it's",
-    'say "hi"',
-    "both ' and \"",
-    "$(touch /tmp/nrl-pwned)",
-    "`touch /tmp/nrl-pwned`",
-    "a;b",
-    "a && b || c",
-    "line one\nline two",
-    "\ttab\tand\r\n",
-    "naïve ☃ 日本語 🚀",
-    "-rf",
-    "--config=x",
-    "*",
-    "~",
-    "$HOME ${HOME} $0",
-    "back\\slash \\n",
-    "!event",
-    "> /dev/null <",
-    "#comment",
-    "",
-]
-# Path-like values: absolute, and without ',' or ':' (pyxis' separators) so mounts accept them.
-HOSTILE_PATHS = ["/x/" + v.replace(":", "") for v in HOSTILE if v]
-
-
-def bash_values(script: str, probe: str) -> list[str]:
-    """Source the script in a real bash (its values and functions; sourced, it runs nothing)
-    and then run `probe`, which prints values separated by NUL bytes, which no value can
-    contain."""
-    result = subprocess.run(
-        ["bash", "-c", 'source /dev/stdin <<<"$1"\n' + probe, "bash", script],
-        capture_output=True,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "NRL_LOG_DIR": "/logs/1-logs", "SLURM_SUBMIT_DIR": "/submit"},
-    )
-    assert result.returncode == 0, result.stderr.decode()
-    return result.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
-
-
-def submit_argv(script: str) -> list[str]:
-    """The argv that bash passes to sbatch when the header's submit command is pasted."""
-    line = next(x for x in script.splitlines() if x.startswith("# Submit with: "))
-    result = subprocess.run(
-        [
-            "bash",
-            "-c",
-            "sbatch() { printf '%s\\0' \"$@\"; }\n" + line.removeprefix("# Submit with: "),
-        ],
-        capture_output=True,
-        check=True,
-    )
-    return ["sbatch", *result.stdout.decode().split("\0")[:-1]]
-
-
-def spec(**values: object) -> LaunchSpec:
-    base: dict[str, object] = {"driver": {"command": ["python", "x.py"]}}
-    base.update(values)
-    return LaunchSpec.model_validate(base)
-
-
-# Words that need no quotes but that shellcheck misreads in a script (found by test_fuzz):
-# `$`, backquotes and a backslash in '...' (SC2016, SC1003), and array elements that look like
-# a comma-separated list or an `[index]=value` (SC2054, SC2191), and bash's reserved words
-# (SC1010).
-MISREAD = ["$HOME", "`id`", "a\\", "a\\'b", "a,b", "=x", "=", "1=x", "a+=x", "a@=x", "then", "fi"]
+from tests.helpers import HOSTILE, HOSTILE_PATHS, MISREAD, bash_values, spec, submit_argv
 
 
 @pytest.mark.parametrize("script", [False, True], ids=["command-line", "script"])

@@ -17,7 +17,8 @@ from nrl_launch import enroot
 from nrl_launch.jobs import record
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.helpers import HOSTILE, PYXIS_FLAGS, bash_values, container_args, imported, roots
+from tests.golden_cases import PYXIS_FLAGS, container_args
+from tests.helpers import HOSTILE, bash_values, imported, roots
 
 IMAGE = "nvcr.io/nvidia/nemo-rl:v0.6.0"
 URI = "docker://nvcr.io#nvidia/nemo-rl:v0.6.0"

@@ -18,7 +18,7 @@ import pytest
 
 from nrl_launch import paths, templating
 from tests.conftest import Cli
-from tests.helpers import CASES, Case, render
+from tests.golden_cases import CASES, Case, render
 
 
 def _package(target: Path) -> ModuleType:
