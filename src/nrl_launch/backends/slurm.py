@@ -204,28 +204,41 @@ def withheld(spec: LaunchSpec, secrets: str | None) -> dict[str, Any]:
     return {"secrets_file": secrets, "withheld": names}
 
 
-def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
-    """The sbatch request for `spec`; `script_path` is where the script will be written."""
+def _sbatch_request(
+    spec: LaunchSpec, script_path: str, template: str, *, ray: bool, **values: Any
+) -> Request:
+    """The sbatch request of a Ray job (`plan`) or a plain one (`plan_plain`): the same sbatch
+    flags, container mounts, secrets and environment from the same spec; `template` (with
+    `values`) renders the script, a Ray job's followed by the node program."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
-    argv = ("sbatch", "--parsable", *sbatch_flags(spec), *spec.slurm.extra_args, script_path)
+    flags = sbatch_flags(spec, ray=ray)
+    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
     secrets = secrets_file(spec, script_path)
-    header = render(
-        TEMPLATE,
+    script = render(
+        template,
         spec=spec,
-        ray=True,
+        ray=ray,
         version=__version__,
         submit_command=join(argv),
-        defaults=defaults_taken(spec),
-        sbatch_directives=sbatch_directives(spec),
+        defaults=defaults_taken(spec, ray=ray),
+        sbatch_directives=sbatch_directives(spec, ray=ray),
         gpu_flag=gpu_flag(spec),
+        # The caches too: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
         mounts=",".join(container_mounts(spec)),
-        sandbox_export=spec.sandbox.exported() if spec.sandbox else [],
         secrets_file=secrets,
+        **values,
     )
-    script = job_script(header, "slurm", sandbox=spec.sandbox is not None)
+    if ray:
+        script = job_script(script, "slurm", sandbox=spec.sandbox is not None)
     return Request(
         argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
     )
+
+
+def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
+    """The sbatch request for `spec`; `script_path` is where the script will be written."""
+    exported = spec.sandbox.exported() if spec.sandbox else []
+    return _sbatch_request(spec, script_path, TEMPLATE, ray=True, sandbox_export=exported)
 
 
 # ---- Asking Slurm: parsers (pure) ----
@@ -459,23 +472,4 @@ def plan_plain(
         # No Ray, so no head to give a node of its own: the command runs on slurm.nodes nodes.
         ray = spec.ray.model_copy(update={"dedicated_head": False})
         spec = spec.model_copy(update={"ray": ray})
-    flags = sbatch_flags(spec, ray=False)
-    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
-    secrets = secrets_file(spec, script_path)
-    script = render(
-        PLAIN_TEMPLATE,
-        spec=spec,
-        ray=False,
-        version=__version__,
-        submit_command=join(argv),
-        defaults=defaults_taken(spec, ray=False),
-        sbatch_directives=sbatch_directives(spec, ray=False),
-        gpu_flag=gpu_flag(spec),
-        # The caches too, as for a Ray job: the job exports UV_CACHE_DIR, HF_HOME... pointing there.
-        mounts=",".join(container_mounts(spec)),
-        remove_first=remove_first,
-        secrets_file=secrets,
-    )
-    return Request(
-        argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
-    )
+    return _sbatch_request(spec, script_path, PLAIN_TEMPLATE, ray=False, remove_first=remove_first)
