@@ -425,7 +425,13 @@ def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
     for via in ("env", "file"):
         secret = f"hf_SENTINEL{via}{tag}"
         env = {"NRL_LAUNCH_STATE_DIR": str(users.own / f"state-{via}"), "HF_TOKEN": secret}
-        check = f'test "$HF_TOKEN" = {secret} && sleep 10'
+        # The job runs until the test has read Slurm's copy of its environment (Slurm drops it
+        # when the job ends): however slow the machine, the copy is there to be read.
+        release = users.own / f"read-{via}"
+        check = (
+            f'test "$HF_TOKEN" = {secret} && '
+            f"for _ in $(seq 600); do [ -e {release} ] && exit 0; sleep 0.5; done; exit 1"
+        )
         run = nrl(
             USER, "run", "--container-runtime", "none", "--log-dir", str(users.own / "logs"),
             "--time", "5", "--set", f"slurm.secrets_via={via}", "--", "bash", "-c", check,
@@ -436,6 +442,7 @@ def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
         environment = f"hash.*/job.{job_id}/environment"
         wait_until(lambda e=environment: bool(list(STATE_SAVE.glob(e))), 60)
         held[via] = secret.encode() in next(STATE_SAVE.glob(environment)).read_bytes()
+        release.touch()
         wait_until(lambda j=job_id, e=env: status_of(j, e)["phase"] == "COMPLETED", 120)
         if via == "file":
             assert not list((users.own / "state-file" / "scripts").glob("*.secrets"))
