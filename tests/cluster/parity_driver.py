@@ -22,6 +22,8 @@ def step_env() -> dict[str, object]:
     return {
         "step_vars": sorted(n for n in os.environ if n.startswith(CLEARED)),
         "CI": os.environ.get("CI"),
+        # The job's spec reaches the batch step only, which writes spec.json and unsets it.
+        "job_spec_env": "NRL_JOB_SPEC" in os.environ,
         "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "compile_cache": os.environ.get("TRITON_CACHE_DIR"),
     }

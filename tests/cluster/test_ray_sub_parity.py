@@ -36,11 +36,13 @@ def test_ray_sub_s_debugger_log_sync_and_gcs_settings_reach_every_node(
     driver = (log_dir / "ray-driver.log").read_text()
     report = json.loads(next(x for x in driver.splitlines() if x.startswith("PARITY "))[7:])
     assert sorted(report["nodes"]) == ["node0", "node1"]
+    assert json.loads((log_dir / "spec.json").read_text())["slurm"]["mpi"] == "pmix"
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     for where in [*report["nodes"].values(), report["driver"]]:
         # As ray.sub: no MPI or Slurm variable of the step, no CI, 65535 open files (or the
         # hard limit), compile caches on the node's own disk.
         assert where["step_vars"] == [] and where["CI"] is None, where
+        assert where["job_spec_env"] is False, where  # in spec.json, not in every process
         assert where["nofile"] >= min(65535, hard), where
         assert where["compile_cache"].startswith("/tmp/nrl-compile-cache-"), where
     for node in report["nodes"].values():
