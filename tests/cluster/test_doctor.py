@@ -106,7 +106,7 @@ def test_a_job_that_fits_passes_on_its_nodes(
             ["--partition", "nope"],
             {
                 "slurm.partition": "'nope' (from --partition) does not exist; partitions: batch, "
-                "debug",
+                "debug, urgent",
                 "sbatch --test-only": "Slurm refuses the request: sbatch: error: invalid "
                 "partition specified: nope; allocation failure: Invalid partition name specified",
             },
