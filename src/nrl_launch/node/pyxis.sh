@@ -17,6 +17,8 @@ remove_containers_node() {
     log "enroot is not on PATH on $node: its containers stay"
     return 0
   fi
+  # container.reuse: the job's container, when it can be, is kept for the next job (reuse.sh).
+  if ((${NRL_CONTAINER_REUSE:-0})); then keep_container || true; fi
   # When squeue cannot answer, only this job's containers go.
   running=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ') || running=""
   while read -r name; do

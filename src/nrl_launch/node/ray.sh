@@ -70,6 +70,9 @@ node_main() {
   [[ $role != head ]] || NRL_NODE_LOG=$NRL_LOG_DIR/ray-head.log
   exec >>"$NRL_NODE_LOG" 2>&1
   log "$role on $NRL_NODE_NAME (node $index of $NRL_NODES)"
+  [[ $role != head ]] || phase head_step
+  # container.reuse: this node's container is whole (pyxis made it; the step runs in it).
+  [[ ${NRL_CONTAINER_REUSE:-0} == 0 ]] || : >"$NRL_LOG_DIR/container-up.$NRL_NODE_NAME"
   # ENDED first: Slurm's SIGKILL may come before Ray has stopped.
   trap 'end_job "${NRL_SCHEDULER:-Slurm} stopped node $NRL_NODE_NAME (job cancelled, time limit, requeue or preemption)"; stop_driver || true; stop_ray; exit 143' TERM
   # Ray stops only when the job is over: there is nothing to drain work to (Ray >= 2.5x

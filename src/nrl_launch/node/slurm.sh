@@ -53,6 +53,8 @@ batch_main() {
     # Before Ray: the sandboxes start while Ray comes up; the head waits for them.
     start_sandbox_step || { phase ended; exit 1; }
   fi
+  if ((${NRL_CONTAINER_REUSE:-0})); then claim_containers; fi
+  phase ray_steps
   set_container_args "$NRL_CONTAINER_NAME"
   srun "${NRL_STEP_ARGS[@]}" "${NRL_CONTAINER_ARGS[@]}" --nodes=1 --ntasks=1 -w "$NRL_HEAD_NODE" \
     bash "$NRL_LOG_DIR/job.sbatch" head &
@@ -117,5 +119,6 @@ case ${1:-} in
   attach) shift; attach_main "$@" ;;
   attach-node) shift; attach_node "$@" ;;
   remove-containers) remove_containers_node ;;
+  claim-container) claim_container_node ;;
   *) echo "usage: $0 [head|worker|attach [K] [-- CMD...]]" >&2; exit 2 ;;
 esac

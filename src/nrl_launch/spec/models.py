@@ -143,6 +143,9 @@ class ContainerSpec(SpecBase):
     mounts: tuple[Mount, ...] = ()
     workdir: Text | None = None
     mount_home: bool = False
+    # Keep the unpacked image on each node for the user's next job with the same image
+    # (node/reuse.sh); the container is then read-only.
+    reuse: bool = False
 
     @model_validator(mode="before")
     @classmethod
