@@ -111,7 +111,7 @@ class Node:
         (self.bin / "enroot").write_text(
             "#!/bin/bash\n# ---- BEGIN CONFIG ----\n"
             f"ENROOT_DATA_PATH={self.data}\n# ----- END CONFIG -----\n"
-            'case $1 in remove) shift; while [[ $1 == -* ]]; do shift; done\n'
+            "case $1 in remove) shift; while [[ $1 == -* ]]; do shift; done\n"
             f'  for n in "$@"; do rm -rf "{self.data}/$n"; done ;; esac\n'
         )
         plugstack = tmp_path / "plugstack.conf"
@@ -216,11 +216,16 @@ def test_under_container_scope_job_the_name_carries_the_job_id(node: Node) -> No
     assert node.run("claim_container_node") == ["pyxis_42_nrl-42"]
 
 
+ARGS = (
+    'NRL_SUBMIT_DIR=/s; set_container_args nrl-42 {}; printf "%s\\0" "${{NRL_CONTAINER_ARGS[@]}}"'
+)
+
+
 def test_the_job_s_container_is_read_only_only_with_reuse() -> None:
-    probe = 'NRL_SUBMIT_DIR=/s; set_container_args nrl-42; printf "%s\\0" "${NRL_CONTAINER_ARGS[@]}"'
+    probe = ARGS.format("")
     on = bash_values(_script("/x/img.sqsh"), probe)
     assert "--container-readonly" in on
     off = bash_values(slurm.plan(spec(container={"image": "/x/img.sqsh"})).script, probe)
     assert "--container-readonly" not in off
-    attach = 'NRL_SUBMIT_DIR=/s; set_container_args nrl-42 attach; printf "%s\\0" "${NRL_CONTAINER_ARGS[@]}"'
-    assert "--container-readonly" not in bash_values(_script("/x/img.sqsh"), attach)
+    attach = bash_values(_script("/x/img.sqsh"), ARGS.format("attach"))
+    assert "--container-readonly" not in attach
