@@ -1069,6 +1069,11 @@ EXIT_2_CASES: list[tuple[str, list[str], str]] = [
         "container.runtime: the local backend runs without a container",
     ),
     (
+        "reuse-not-a-bool",
+        ["--set", "container.reuse=maybe", *CMD],
+        "container.reuse: input should be a valid boolean",
+    ),
+    (
         "pyxis-no-image",
         ["--container-runtime", "pyxis", *CMD],
         "runtime is pyxis but container.image is not set",
