@@ -137,3 +137,51 @@ def test_an_image_changed_in_place_is_never_reused(
         now = kept(node)
         assert len(now) == 1 and now != before[node]
     assert "the new image" in cli("logs", job_id).out
+
+
+def test_attach_enters_the_reused_container_which_is_read_only(
+    cli: Cli, container_job: list[str], image: Path
+) -> None:
+    """A kept container taken by an interactive job: attach enters it (the job's own name), its
+    root filesystem is read-only, and it is kept again when the job is stopped."""
+    run_job(cli, container_job, image)
+    result = cli(
+        "submit",
+        "--interactive",
+        "-q",
+        *ON_NODE0_AND_1,
+        *container_job,
+        "--container",
+        str(image),
+        "--set",
+        "container.reuse=true",
+    )
+    assert result.code == 0, result.err
+    job_id = result.out.strip()
+    try:
+        wait_until(lambda: "all 2 nodes joined" in job_status(cli, job_id)["detail"])
+        done = subprocess.run(
+            [*CLI, "attach", job_id, "--node", "1", "--", "bash", "-c", ATTACH_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["node1", "read-only", "tmp-ok"], done.stdout
+        assert [c for c in enroot_state("node1")["containers"] if job_id in c] == [
+            f"pyxis_nrl-{job_id}"
+        ]
+        assert not kept("node1")  # taken by the job
+    finally:
+        cli("stop", job_id, "--wait")
+    wait_until(nodes_are_clean, 60)
+    out = (Path(job_status(cli, job_id)["log_dir"]).parent / f"slurm-{job_id}.out").read_text()
+    assert "node1: reusing the container kept in" in out, out
+    assert len(kept("node1")) == 1, out
+
+
+CLI = [sys.executable, "-m", "nrl_launch"]
+ATTACH_PROBE = (
+    "hostname; touch /nrl-write-test 2>/dev/null && echo writable || echo read-only;"
+    " echo x >/tmp/nrl-attach && echo tmp-ok"
+)
