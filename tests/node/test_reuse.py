@@ -177,6 +177,7 @@ def _ran(node: Node) -> None:
 def test_the_job_s_container_is_kept_and_any_other_dropped(node: Node) -> None:
     key = _key(node.image)
     node.kept("nrl-cache-" + "f" * 32)
+    node.kept("nrl-evicted-123-" + "e" * 32)  # a removal that did not finish
     node.run("claim_container_node")
     _ran(node)
     assert node.run("keep_container") == [f"nrl-cache-{key}"]

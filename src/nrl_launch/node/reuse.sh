@@ -143,7 +143,11 @@ keep_container() {
     return 0
   fi
   # Others first, each renamed away before it is removed: a job that claims one at this moment
-  # gets it whole, or not at all.
+  # gets it whole, or not at all. What an earlier removal left half done (its step timed out)
+  # goes too: no job takes an nrl-evicted-* one.
+  for old in "$data"/nrl-evicted-*; do
+    [[ -d $old ]] && enroot remove --force -- "${old##*/}" >/dev/null 2>&1 || true
+  done
   for old in "$data"/nrl-cache-*; do
     [[ -d $old && $old != "$data/nrl-cache-$key" ]] || continue
     tmp=nrl-evicted-$$-${old##*/nrl-cache-}
