@@ -146,7 +146,7 @@ keep_container() {
   # gets it whole, or not at all. What an earlier removal left half done (its step timed out)
   # goes too: no job takes an nrl-evicted-* one.
   for old in "$data"/nrl-evicted-*; do
-    [[ -d $old ]] && enroot remove --force -- "${old##*/}" >/dev/null 2>&1 || true
+    if [[ -d $old ]]; then enroot remove --force -- "${old##*/}" >/dev/null 2>&1 || true; fi
   done
   for old in "$data"/nrl-cache-*; do
     [[ -d $old && $old != "$data/nrl-cache-$key" ]] || continue
