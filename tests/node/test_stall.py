@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nrl_launch.backends import slurm
+from nrl_launch.backends import lepton, local, slurm
 from tests.helpers import spec
 
 STALLED = re.compile(
@@ -47,6 +47,13 @@ def test_the_stall_limit_is_rendered_in_minutes_and_whole_seconds() -> None:
     assert "NRL_DRIVER_STALL_MIN=0.05\nNRL_DRIVER_STALL_S=3\n" in _functions(0.05)
     assert "NRL_DRIVER_STALL_MIN=30\nNRL_DRIVER_STALL_S=1800\n" in _functions(30)
     assert 'NRL_DRIVER_STALL_MIN="" NRL_DRIVER_STALL_S=""\n' in _functions(None)
+
+
+@pytest.mark.parametrize("backend", [local, lepton], ids=["local", "lepton"])
+def test_every_ray_backend_watches_for_stalls(backend: object) -> None:
+    script = backend.plan(spec(driver={"command": ["x"], "stall_min": 0.05})).script  # type: ignore[attr-defined]
+    assert "NRL_DRIVER_STALL_S=3\n" in script
+    assert 'watch_driver "$NRL_DRIVER_PID"' in script
 
 
 def test_a_driver_that_prints_then_hangs_ends_as_stalled_naming_its_last_line(
