@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,16 @@ def project(
     ]  # fmt: skip
 
 
+@pytest.fixture
+def cancel_after() -> Iterator[list[str]]:
+    """Job ids to cancel when the test ends, however it ends: a failed test must not leave a
+    10-minute job holding the shared cluster's nodes."""
+    jobs: list[str] = []
+    yield jobs
+    if jobs:
+        subprocess.run(["scancel", *jobs], capture_output=True, check=False)
+
+
 def steps_of(run: Path) -> list[int]:
     lines = (run / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["step"] for line in lines]
@@ -75,7 +86,7 @@ def start_now(job_id: str) -> None:
 
 
 def test_a_preempted_grpo_run_is_requeued_resumes_and_completes(
-    cli: Cli, project: list[str], tmp_path: Path
+    cli: Cli, project: list[str], tmp_path: Path, cancel_after: list[str]
 ) -> None:
     args = ["--config", GRPO, "cluster.num_nodes=2", f"checkpointing.save_period={SAVE_PERIOD}"]
     submitted = cli(
@@ -84,11 +95,12 @@ def test_a_preempted_grpo_run_is_requeued_resumes_and_completes(
     )  # fmt: skip
     assert submitted.code == 0, submitted.err
     job_id = submitted.out.strip()
+    cancel_after.append(job_id)
     ckpt, first_dir = tmp_path / "ckpt", tmp_path / "jobs" / f"{job_id}-logs"
-    assert "#SBATCH --requeue" in (first_dir / "job.sbatch").read_text()
 
     # Mid-training, once a checkpoint exists: an urgent job takes the job's nodes.
     wait_until(lambda: SAVE_PERIOD * 2 in saved(ckpt), 400)
+    assert "#SBATCH --requeue" in (first_dir / "job.sbatch").read_text()
     urgent = urgent_job("node0,node1", tmp_path)
     preempted_at = time.time()
     wait_until(lambda: (first_dir / "ENDED").exists(), 120)
@@ -143,7 +155,7 @@ def test_a_preempted_grpo_run_is_requeued_resumes_and_completes(
 
 
 def test_a_preempted_job_without_requeue_is_reported_preempted(
-    cli: Cli, project: list[str], tmp_path: Path
+    cli: Cli, project: list[str], tmp_path: Path, cancel_after: list[str]
 ) -> None:
     """Without slurm.requeue the urgent job's preemption cancels the job: status says it was
     preempted, not just cancelled."""
@@ -153,6 +165,7 @@ def test_a_preempted_job_without_requeue_is_reported_preempted(
     )
     assert submitted.code == 0, submitted.err
     job_id = submitted.out.strip()
+    cancel_after.append(job_id)
     log_dir = tmp_path / "jobs" / f"{job_id}-logs"
     wait_until(lambda: "driver running" in job_status(cli, job_id)["detail"], 400)
     urgent_job("node0,node1", tmp_path)
