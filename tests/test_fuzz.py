@@ -493,6 +493,7 @@ def _sbatch_argv(case: Case, spec: LaunchSpec, ray: bool = True) -> list[str]:
         "--ntasks-per-node=1",
         "--export=ALL",
         f"--output={base}/slurm-%j.out",
+        "--open-mode=append",  # a requeued job's runs all keep their output
     ]
     flags += [f"--{key}={s[key]}" for key in _SBATCH_KEYS if key in s]
     if "requeue" in s:

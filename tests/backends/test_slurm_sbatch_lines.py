@@ -154,6 +154,7 @@ def test_the_default_job_s_lines() -> None:
         "#SBATCH --job-name=nrl-launch",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --open-mode=append",
         "#SBATCH --output=./slurm-%j.out",
     ]
 

@@ -780,7 +780,8 @@ def test_doctor_passes_on_a_cluster_that_fits(
     test_only = next(c for c in cluster.calls() if "--test-only" in c)
     assert test_only == (
         "sbatch --test-only --exclusive --export=ALL --gres=gpu:8 --job-name=nrl-launch "
-        "--nodes=2 --ntasks-per-node=1 --output=./slurm-%j.out --partition=batch --wrap true"
+        "--nodes=2 --ntasks-per-node=1 --open-mode=append --output=./slurm-%j.out "
+        "--partition=batch --wrap true"
     )
     assert list(isolated.iterdir()) == []  # the probe file is gone; nothing was created
 

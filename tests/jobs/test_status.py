@@ -12,6 +12,7 @@ from nrl_launch.backends.slurm import parse_sacct, parse_scontrol_job, parse_squ
 from nrl_launch.errors import JobNotFoundError, UnreadableRecordError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import (
+    PREEMPTED,
     LogView,
     Phase,
     SchedulerView,
@@ -96,6 +97,12 @@ LOGS_UP = LogView(
             "the job was cancelled or reached its time limit",
         ),
         (SchedulerView("REQUEUED"), LogView(Path("/l")), Phase.PENDING, "waiting"),
+        (  # preempted and not requeued: over (a requeued job is PENDING), and why
+            SchedulerView("PREEMPTED"),
+            LogView(Path("/l"), ended="Slurm stopped node node0 (job cancelled, ...)"),
+            Phase.CANCELLED,
+            PREEMPTED,
+        ),
         (
             None,
             LogView(Path("/l"), ended="driver exited with code 0"),

@@ -1085,6 +1085,16 @@ EXIT_2_CASES: list[tuple[str, list[str], str]] = [
     ),
     ("no-driver", [], "driver.command is not set: give the driver after `--`"),
     (
+        "stall-min-zero",
+        ["--set", "driver.stall_min=0", *CMD],
+        "driver.stall_min: input should be greater than 0 (got 0, from --set driver.stall_min)",
+    ),
+    (
+        "stall-min-not-a-number",
+        ["--set", "driver.stall_min=ten", *CMD],
+        "driver.stall_min: input should be a valid number",
+    ),
+    (
         "interactive-and-driver",
         ["--interactive", *CMD],
         "--interactive and a driver command after -- cannot be combined",

@@ -85,13 +85,14 @@ class Phase(str, enum.Enum):
 
 
 # Every backend states a job's state in Slurm's words (the local backend and Lepton map theirs
-# onto them), mapped to phases once here. A requeued or preempted job is waiting to run again.
+# onto them), mapped to phases once here. A requeued job is waiting to run again.
 _STATE_PHASES: dict[str, Phase] = {
     "PENDING": Phase.PENDING,
     "REQUEUED": Phase.PENDING,
     "REQUEUE_HOLD": Phase.PENDING,
     "REQUEUE_FED": Phase.PENDING,
-    "PREEMPTED": Phase.PENDING,
+    # Preempted and not requeued (a requeued job is PENDING again): over, as if cancelled.
+    "PREEMPTED": Phase.CANCELLED,
     "RESV_DEL_HOLD": Phase.PENDING,
     "CONFIGURING": Phase.STARTING,
     "RUNNING": Phase.RUNNING,

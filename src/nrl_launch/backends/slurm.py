@@ -82,6 +82,9 @@ def sbatch_flags(spec: LaunchSpec, *, ray: bool = True) -> list[str]:
         "--export=ALL",
         # The log dir is made by the job itself, so sbatch's own output goes next to it.
         f"--output={spec.logs.base_dir}/{batch_output('%j')}",
+        # A requeued job's next run adds to it: the run before keeps its output, and Slurm's
+        # "CANCELLED ... DUE TO PREEMPTION" line that says why it ended (jobs/requeue.py).
+        "--open-mode=append",
     ]
     optional = {
         "--time": s.time,  # none given: the partition's default time limit

@@ -285,7 +285,7 @@ def probe_request(
     node cannot open is a launch failure in slurmstepd (the job fails before the script runs,
     and Slurm may drain the node for it), where a failed redirection in the script only ends
     the probe."""
-    own = ("--job-name=", "--output=", "--dependency=")
+    own = ("--job-name=", "--output=", "--open-mode=", "--dependency=")
     flags = [f for f in sbatch_flags(spec) if not f.startswith(own)]
     argv = [
         "sbatch",

@@ -13,6 +13,7 @@ from nrl_launch import backends
 from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
+from nrl_launch.jobs.requeue import requeue_note
 from nrl_launch.jobs.status import (
     JobStatus,
     Phase,
@@ -90,6 +91,11 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     runs = run_log_dirs(Path(rec.log_dir))
     logs = read_log_dir(runs[-1])
     phase, detail = phase_of(view, logs, rec.nodes, rec.kind)
+    # Requeued (run again, or PENDING again after a run ended): how that run ended.
+    waiting = phase is Phase.PENDING and logs.ended is not None
+    note = requeue_note(runs, rec.batch_output, waiting=waiting)
+    if note:
+        detail = f"{detail}; {note}"
     if phase.terminal and view is not None:
         # Over for the scheduler: it will not run (or requeue) again. Its secrets file goes.
         Path(f"{rec.script_path}.secrets").unlink(missing_ok=True)

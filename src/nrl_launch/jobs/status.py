@@ -19,6 +19,7 @@ from nrl_launch.backends import Phase, SchedulerView, state_phase
 from nrl_launch.errors import UntrustedLogError
 
 __all__ = [
+    "PREEMPTED",
     "JobStatus",
     "LogView",
     "Phase",
@@ -78,6 +79,11 @@ _ENDED_CODE = re.compile(r"(?:exited with code|ended with exit code) (\d+)\b")
 # How they word a stop by the scheduler (their TERM traps): cancelled, a time limit, a requeue
 # or a preemption, which the log dir cannot tell apart.
 _SCHEDULER_STOP = re.compile(r"\w+ stopped (?:the job|node) ")
+# A job Slurm preempted without requeueing it (jobs/requeue.py: with requeue it runs again).
+PREEMPTED = (
+    "preempted by Slurm (a job of a higher-priority partition took its nodes) and not "
+    "requeued; slurm.requeue: true would run it again"
+)
 
 
 @dataclass(frozen=True)
@@ -220,6 +226,8 @@ def phase_of(
         return phase, f"waiting for resources ({slurm.reason})" if slurm.reason else "waiting"
     if phase.terminal:
         detail = logs.ended or slurm.reason or slurm.state.lower()
+        if slurm.state == "PREEMPTED":  # its ENDED can only say that Slurm stopped it
+            detail = PREEMPTED
         if phase is Phase.FAILED and slurm.exit_code is not None:
             detail = f"exit code {slurm.exit_code}: {detail}"
         return phase, detail

@@ -11,7 +11,7 @@ run_driver() {
   export NRL_JOB_START_EPOCH NRL_RAY_READY_EPOCH
   (cd -- "$workdir" && exec "${limit[@]}" "${NRL_DRIVER[@]}") >>"$NRL_LOG_DIR/ray-driver.log" 2>&1 &
   NRL_DRIVER_PID=$!
-  watch "$NRL_DRIVER_PID"
+  watch_driver "$NRL_DRIVER_PID"
   if kill -0 "$NRL_DRIVER_PID" 2>/dev/null; then
     log "stopping the driver: $(<"$NRL_LOG_DIR/ENDED")"
     if stop_requested; then

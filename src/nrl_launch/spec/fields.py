@@ -88,6 +88,8 @@ def _not_bool(value: Any) -> Any:
 
 # A whole number that is not a boolean in disguise.
 Int = Annotated[int, BeforeValidator(_not_bool)]
+# A span in minutes, fractions allowed (0.5 is 30 s); at most a year.
+Minutes = Annotated[float, BeforeValidator(_not_bool), Field(gt=0, le=525600, allow_inf_nan=False)]
 Text = Annotated[str, AfterValidator(_no_nul)]
 Line = Annotated[str, AfterValidator(_single_line)]
 NonEmpty = Annotated[str, AfterValidator(_nonempty)]

@@ -26,6 +26,7 @@ from nrl_launch.spec.fields import (
     EnvName,
     Int,
     Line,
+    Minutes,
     NonEmpty,
     Port,
     SbatchValue,
@@ -398,6 +399,9 @@ class NemoRLSpec(SpecBase):
 class DriverSpec(SpecBase):
     command: tuple[Text, ...] | None = None
     workdir: Text | None = None
+    # A run whose driver prints nothing for this many minutes ends FAILED as stalled (a cause
+    # retries treat as retryable); unset: never (node/stall.sh).
+    stall_min: Minutes | None = None
 
     @field_validator("command")
     @classmethod
