@@ -26,7 +26,7 @@ MARKER = (
 _DIR = Path(__file__).parent
 
 # What each kind runs, in order: helpers, then the node steps, then the kind's own part.
-_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "driver.sh")
+_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "snapshot.sh", "driver.sh")
 _FILES: dict[str, tuple[str, ...]] = {
     "slurm": (*_RAY, "container.sh", "pyxis.sh", "secrets.sh"),
     "local": (*_RAY, "head_here.sh"),

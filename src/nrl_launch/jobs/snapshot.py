@@ -1,0 +1,233 @@
+"""The code a run runs: at submit, a copy of the driver's git checkout (driver.snapshot).
+
+A long run outlives the working tree it was submitted from: hours later a chain's next link, a
+retry or a requeued restart would otherwise run whatever the tree holds by then. `freeze` copies
+the files git would give (tracked and untracked-not-ignored, as they are on disk, uncommitted
+changes in; ignored ones such as .venv and checkpoints out) into a directory of the user's own
+under the log base dir, which every node sees, and returns the spec with `driver.frozen` set:
+the job's driver runs in the copy of its working directory, with the copy's source roots first
+on PYTHONPATH (an editable install in the checkout's env would otherwise import the checkout's
+code) and, for `uv run`, the checkout's project env as it is (the copy has no .venv; syncing it
+would point the user's env at the copy). Like NeMo RL's tools/code_snapshot.sh, which copies
+`git ls-files` of the checkout for the same reason.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nrl_launch import paths, runner
+from nrl_launch.errors import SchedulerError, UsageError
+from nrl_launch.spec import LaunchSpec
+from nrl_launch.spec.models import FrozenCode
+
+__all__ = ["Copied", "code_line", "describe", "discard", "freeze", "source_of"]
+
+# Under the log base dir (logs.base_dir, which submit already requires to be the user's own).
+SNAPSHOTS = "code-snapshots"
+_GIT = ["git", "-c", "core.quotepath=off"]
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What a snapshot holds: the frozen code, and what copying it took."""
+
+    frozen: FrozenCode
+    files: int
+    bytes: int
+    seconds: float
+
+
+def source_of(spec: LaunchSpec, cwd: Path) -> tuple[Path | None, str]:
+    """The driver's working directory on this machine (inside the container, the job sees it
+    through a mount), or None and why it cannot be frozen."""
+    workdir = spec.driver.workdir
+    if workdir is None and spec.container.runtime == "pyxis" and spec.container.workdir:
+        workdir = spec.container.workdir
+    if workdir is None:
+        return cwd, ""
+    if spec.container.runtime == "pyxis" and workdir.startswith("/"):
+        mounts = [m for m in spec.container.mounts if _under(workdir, m.dst)]
+        if not mounts:
+            return None, f"the driver's working dir {workdir} is in the container, under no mount"
+        mount = max(mounts, key=lambda m: len(m.dst))
+        workdir = mount.src.rstrip("/") + workdir[len(mount.dst.rstrip("/")) :]
+    return cwd / workdir, ""
+
+
+def describe(spec: LaunchSpec, cwd: Path) -> str:
+    """One line: what submit would freeze for `spec` (render and --dry-run copy nothing)."""
+    if not spec.driver.snapshot:
+        return "driver.snapshot is off: the driver runs its working dir as it is when it starts"
+    if spec.interactive or not spec.driver.command:
+        return "no driver: nothing to freeze"
+    workdir, why = source_of(spec, cwd)
+    if workdir is None:
+        return f"nothing frozen: {why}"
+    root = _toplevel(workdir)
+    if root is None:
+        return f"nothing frozen: {workdir} is not in a git checkout"
+    commit, dirty = _commit(root)
+    return f"submit freezes {root} ({_code(commit, dirty)}) under {SNAPSHOTS}/ in the log base dir"
+
+
+def freeze(spec: LaunchSpec, cwd: Path, base: Path) -> tuple[LaunchSpec, Copied | None, str]:
+    """`spec` with its driver's code copied under `base` (the log base dir), the copy, and a
+    note when nothing was frozen (off, no driver, not a git checkout)."""
+    if not spec.driver.snapshot or spec.interactive or not spec.driver.command:
+        return spec, None, ""
+    workdir, why = source_of(spec, cwd)
+    if workdir is None:
+        return spec, None, f"driver.snapshot: nothing frozen: {why}"
+    root = _toplevel(workdir)
+    if root is None:
+        return (
+            spec,
+            None,
+            (
+                f"driver.snapshot: {workdir} is not in a git checkout: nothing is frozen, the job "
+                "runs the files there as they are when it starts"
+            ),
+        )
+    started = time.monotonic()
+    commit, dirty = _commit(root)
+    dest = base / SNAPSHOTS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        paths.private_dir(dest.parent)
+        dest.mkdir(mode=0o700)
+        files, size = _copy(root, _listed(root), dest)
+    except OSError as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UsageError(
+            f"driver.snapshot: cannot copy {root} into {dest.parent} ({exc.strerror}); "
+            "pass --no-snapshot to run the checkout as it is"
+        ) from None
+    rel = workdir.resolve().relative_to(root)
+    project = _project(root, rel)
+    snap_project = dest / project
+    python_path = [str(snap_project / "src")] if (snap_project / "src").is_dir() else []
+    python_path.append(str(snap_project))
+    venv = root / project / ".venv"
+    use_venv = venv.is_dir() and "UV_PROJECT_ENVIRONMENT" not in spec.env
+    if use_venv and spec.container.runtime == "pyxis":
+        use_venv = False  # the container's env is the job's own, as it always was
+    frozen = FrozenCode(
+        dir=str(dest),
+        source=str(root),
+        workdir=str(dest / rel),
+        python_path=tuple(python_path),
+        venv=str(venv) if use_venv else None,
+        commit=commit,
+        dirty=dirty,
+    )
+    driver = spec.driver.model_copy(update={"frozen": frozen})
+    copied = Copied(frozen, files, size, time.monotonic() - started)
+    return spec.model_copy(update={"driver": driver}), copied, ""
+
+
+def discard(frozen: FrozenCode | None) -> None:
+    """Remove a snapshot no job was queued with (submit failed)."""
+    if frozen is not None:
+        shutil.rmtree(frozen.dir, ignore_errors=True)
+
+
+def code_line(frozen: FrozenCode) -> str:
+    """`code: 1a2b3c4 (+ uncommitted changes), snapshot <dir>`, as status shows it."""
+    return f"code: {_code(frozen.commit, frozen.dirty)}, snapshot {frozen.dir}"
+
+
+def _code(commit: str | None, dirty: bool) -> str:
+    shown = commit[:12] if commit else "no commit yet"
+    return shown + (" (+ uncommitted changes)" if dirty else "")
+
+
+def _toplevel(workdir: Path) -> Path | None:
+    if not workdir.is_dir():
+        return None
+    try:
+        done = runner.run([*_GIT, "rev-parse", "--show-toplevel"], check=False, cwd=workdir)
+    except SchedulerError:  # no git here: nothing to freeze
+        return None
+    top = done.stdout.rstrip("\n")
+    return Path(top).resolve() if done.returncode == 0 and top else None
+
+
+def _commit(root: Path) -> tuple[str | None, bool]:
+    head = runner.run([*_GIT, "rev-parse", "--verify", "-q", "HEAD"], check=False, cwd=root)
+    status = runner.run(
+        [*_GIT, "status", "--porcelain", "-z", "--untracked-files=normal"], check=False, cwd=root
+    )
+    commit = head.stdout.strip() if head.returncode == 0 else None
+    return commit or None, bool(status.stdout)
+
+
+def _listed(root: Path) -> list[str]:
+    """The checkout's files as git lists them: tracked (submodules' too) and untracked ones
+    that are not ignored; NUL-separated, so any name comes through as it is."""
+    tracked = runner.run(
+        [*_GIT, "ls-files", "-z", "--cached", "--recurse-submodules"], cwd=root, timeout=300
+    )
+    untracked = runner.run(
+        [*_GIT, "ls-files", "-z", "--others", "--exclude-standard"], cwd=root, timeout=300
+    )
+    names = {n for n in (tracked.stdout + untracked.stdout).split("\0") if n}
+    return sorted(names)
+
+
+def _copy(root: Path, names: list[str], dest: Path) -> tuple[int, int]:
+    """Copy `names` (relative to `root`) into `dest`: files 0600 (0700 when executable),
+    directories 0700, symlinks as links. A tracked file deleted from the tree stays out, as
+    it is out of the tree."""
+    files = size = 0
+    made: set[str] = set()
+    for name in names:
+        src = root / name
+        try:
+            st = src.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode):  # a submodule not checked out
+            continue
+        parent = posixpath.dirname(name)
+        if parent and parent not in made:
+            _private_dirs(dest, parent, made)
+        target = dest / name
+        if stat.S_ISLNK(st.st_mode):
+            target.symlink_to(src.readlink())
+        elif stat.S_ISREG(st.st_mode):
+            shutil.copyfile(src, target, follow_symlinks=False)
+            target.chmod(0o700 if st.st_mode & stat.S_IXUSR else 0o600)
+            size += st.st_size
+        else:
+            continue
+        files += 1
+    return files, size
+
+
+def _private_dirs(dest: Path, rel: str, made: set[str]) -> None:
+    parts = rel.split("/")
+    for k in range(1, len(parts) + 1):
+        sub = "/".join(parts[:k])
+        if sub not in made:
+            (dest / sub).mkdir(mode=0o700, exist_ok=True)
+            made.add(sub)
+
+
+def _project(root: Path, rel: Path) -> Path:
+    """The project the driver runs in, relative to `root`: the nearest directory from the
+    working dir up holding a pyproject.toml (`uv run` finds it so), else the top level."""
+    for part in [rel, *rel.parents]:
+        if (root / part / "pyproject.toml").is_file():
+            return part
+    return Path()
+
+
+def _under(path: str, parent: str) -> bool:
+    parent = parent.rstrip("/") or "/"
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
