@@ -89,7 +89,7 @@ def test_the_copy_holds_what_git_would_give_as_it_is_on_disk(
     assert (copy / "pkg" / "new.py").read_text() == "NEW = 1\n"
     assert (dest / ODD).read_text() == "odd\n"
     assert (copy / "link.py").is_symlink()
-    assert os.readlink(copy / "link.py") == "pkg/__init__.py"
+    assert (copy / "link.py").readlink() == Path("pkg/__init__.py")
     for left_out in [".venv", "ckpt", "train.log", "gone.py"]:
         assert not (copy / left_out).exists()
     assert not (dest / ".git").exists()
@@ -143,7 +143,8 @@ def test_a_dir_outside_git_is_not_frozen(tmp_path: Path) -> None:
 
 
 def test_off_and_interactive_jobs_freeze_nothing(checkout: Path, tmp_path: Path) -> None:
-    for job in [spec(driver={"command": ["x"], "snapshot": False}), spec(interactive=True, driver={})]:
+    off = spec(driver={"command": ["x"], "snapshot": False})
+    for job in [off, spec(interactive=True, driver={})]:
         same, copied, note = snapshot.freeze(job, checkout, tmp_path / "logs")
         assert (copied, note, same) == (None, "", job)
     assert not (tmp_path / "logs").exists()
@@ -184,9 +185,7 @@ def test_submit_freezes_the_code_and_status_names_it(
     assert code["commit"].startswith(head) and code["dirty"] and code["snapshot"] == str(dest)
 
 
-def test_a_chain_s_jobs_share_one_snapshot(
-    cli: Cli, slurm: FakeSlurm, submitting: Path
-) -> None:
+def test_a_chain_s_jobs_share_one_snapshot(cli: Cli, slurm: FakeSlurm, submitting: Path) -> None:
     result = cli("submit", "-q", "--chain", "2", "--log-dir", str(submitting), *JOB)
     assert result.code == 0, result.err
     (dest,) = (submitting / "code-snapshots").iterdir()
@@ -206,9 +205,7 @@ def test_no_snapshot_runs_the_checkout_as_it_is(
     assert json.loads(cli("status", "42", "--json").out)["jobs"][0]["code"] is None
 
 
-def test_a_refused_submit_leaves_no_snapshot(
-    cli: Cli, slurm: FakeSlurm, submitting: Path
-) -> None:
+def test_a_refused_submit_leaves_no_snapshot(cli: Cli, slurm: FakeSlurm, submitting: Path) -> None:
     slurm.answer("sbatch", stderr="sbatch: error: Invalid account\n", code=1)
     assert cli("submit", "-q", "--log-dir", str(submitting), *JOB).code != 0
     assert list((submitting / "code-snapshots").iterdir()) == []
