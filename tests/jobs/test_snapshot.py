@@ -138,7 +138,7 @@ def test_a_dir_outside_git_is_not_frozen(tmp_path: Path) -> None:
     plain.mkdir()
     same, copied, note = snapshot.freeze(spec(), plain, tmp_path / "logs")
     assert copied is None and same.driver.frozen is None
-    assert "not in a git checkout: nothing is frozen" in note
+    assert note.startswith(f"code: not frozen ({plain} is not in a git checkout)")
     assert not (tmp_path / "logs").exists()
 
 
@@ -211,8 +211,30 @@ def test_a_refused_submit_leaves_no_snapshot(cli: Cli, slurm: FakeSlurm, submitt
     assert list((submitting / "code-snapshots").iterdir()) == []
 
 
-def test_render_copies_nothing(cli: Cli, slurm: FakeSlurm, submitting: Path) -> None:
+def test_render_says_what_submit_would_freeze_and_copies_nothing(
+    cli: Cli, slurm: FakeSlurm, submitting: Path, checkout: Path
+) -> None:
     result = cli("render", "--log-dir", str(submitting), *JOB)
     assert result.code == 0, result.err
+    head = git(checkout, "rev-parse", "HEAD")[:12]
+    assert (
+        f"nrl-launch: note: submit freezes {checkout.resolve()} ({head} (+ uncommitted "
+        "changes)) under code-snapshots/ in the log base dir"
+    ) in result.err.splitlines()
+    assert "NRL_SNAPSHOT_DIR=" not in result.out
     assert not submitting.exists()
     assert slurm.calls() == []
+
+
+def test_submit_says_which_code_the_job_runs(
+    cli: Cli, submitting: Path, checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = cli("submit", "--nodes", "1", "--log-dir", str(submitting), *JOB).out
+    (dest,) = (submitting / "code-snapshots").iterdir()
+    head = git(checkout, "rev-parse", "HEAD")[:12]
+    assert f"  code: {head} (+ uncommitted changes), snapshot {dest}" in out.splitlines()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.chdir(plain)
+    out = cli("submit", "--nodes", "1", "--log-dir", str(submitting), *JOB).out
+    assert f"  code: not frozen ({plain} is not in a git checkout)" in out

@@ -118,7 +118,7 @@ def submit(
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
     container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    spec = _frozen(spec, no_snapshot=no_snapshot)
+    spec, code = _frozen(spec, no_snapshot=no_snapshot)
     records: list[JobRecord] = []
     try:
         records.extend(launch(spec) for _ in range(chain or 1))
@@ -146,34 +146,34 @@ def submit(
                 f"    bash {attach_script} [K]    COMMAND='ray status' bash {attach_script} [K]\n"
                 f"  Stop it with nrl-launch stop {job_id}"
             )
+    if code:
+        text += f"\n  {code}"
     extra = {"chain": [r.job_id for r in records]} if chain is not None else None
     return queued.report(
         "submit", records, text, quiet=quiet, json=flags.json, wait=wait, extra=extra
     )
 
 
-def _frozen(spec: LaunchSpec, *, no_snapshot: bool) -> LaunchSpec:
+def _frozen(spec: LaunchSpec, *, no_snapshot: bool) -> tuple[LaunchSpec, str]:
     """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
-    the job's nodes share this machine's files; the same spec, with a note, where not."""
+    the job's nodes share this machine's files, and the line submit prints about it."""
     from pathlib import Path
 
-    from nrl_launch import backends, output, trust
+    from nrl_launch import backends, trust
     from nrl_launch.errors import ConfigError
     from nrl_launch.jobs import snapshot
 
     if no_snapshot or not spec.driver.snapshot:
         driver = spec.driver.model_copy(update={"snapshot": False})
-        return spec.model_copy(update={"driver": driver})
+        return spec.model_copy(update={"driver": driver}), ""
     if not backends.get(spec.backend).shares_files:
-        return spec  # its nodes see none of this machine's files
+        return spec, ""  # its nodes see none of this machine's files
     cwd = Path.cwd()
     problem = trust.log_base_problem(spec.logs.base_dir, cwd)
     if problem:  # the snapshot goes where the logs go: refused the same
         raise ConfigError([problem])
-    spec, _, note = snapshot.freeze(spec, cwd, cwd / spec.logs.base_dir)
-    if note:
-        output.note(note)
-    return spec
+    spec, copied, note = snapshot.freeze(spec, cwd, cwd / spec.logs.base_dir)
+    return spec, snapshot.code_line(copied.frozen) if copied else note
 
 
 def _chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:

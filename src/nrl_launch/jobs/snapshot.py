@@ -84,17 +84,11 @@ def freeze(spec: LaunchSpec, cwd: Path, base: Path) -> tuple[LaunchSpec, Copied 
         return spec, None, ""
     workdir, why = source_of(spec, cwd)
     if workdir is None:
-        return spec, None, f"driver.snapshot: nothing frozen: {why}"
+        return spec, None, f"code: not frozen ({why})"
     root = _toplevel(workdir)
     if root is None:
-        return (
-            spec,
-            None,
-            (
-                f"driver.snapshot: {workdir} is not in a git checkout: nothing is frozen, the job "
-                "runs the files there as they are when it starts"
-            ),
-        )
+        why = f"{workdir} is not in a git checkout"
+        return spec, None, f"code: not frozen ({why}): the job runs it as it is when it starts"
     started = time.monotonic()
     commit, dirty = _commit(root)
     dest = base / SNAPSHOTS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
