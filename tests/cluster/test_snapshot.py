@@ -1,6 +1,7 @@
 """driver.snapshot on the dev cluster: a tiny-rl GRPO chain runs the code as it was when it was
 submitted (uncommitted changes in), though the working tree is broken right after submit, and
-its Ray workers on another node import that code too, not the checkout's editable install."""
+its Ray workers on another node import that code too, not the checkout's editable install; its
+logs and checkpoints stay in the checkout, and the chain's second job resumes from them."""
 
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ def test_a_chain_runs_the_code_it_was_submitted_with(
         "examples/configs/grpo_tiny.yaml",
         "cluster.num_nodes=2",
         "grpo.max_num_steps=2",
-        f"logger.log_dir={tmp_path / 'logs'}",
-        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
+        "checkpointing.save_period=1",
+        # logger.log_dir and checkpoint_dir as the config has them: relative (logs,
+        # results/grpo), to the checkout's dir, though the driver runs in the snapshot.
     )
     assert result.code == 0, result.err
     # Hours later, as far as the jobs are concerned: the tree no longer even imports.
@@ -111,5 +113,11 @@ def test_a_chain_runs_the_code_it_was_submitted_with(
         assert any(line.startswith(SUBMITTED) for line in printed), log[-3000:]
         assert any(", ip=" in line for line in printed), log[-3000:]
         assert status["code"]["snapshot"] == str(snapshot)
+    # The run's logs and checkpoints are in the checkout, where they would be without a
+    # snapshot, and the second link resumed from the first's.
+    assert len(list((checkout / "logs").glob("exp_*"))) == 2
+    second_log = (Path(job_status(cli, second)["log_dir"]) / "ray-driver.log").read_text()
+    assert f"resumed from {checkout}/results/grpo/step_2" in second_log, second_log[-3000:]
+    assert not list(snapshot.rglob("exp_*")) and not (snapshot / "results").exists()
     # The user's env still points at its own checkout: the job synced nothing into it.
     assert not list((checkout / ".venv").glob("lib/python*/site-packages/*snapshot*"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -238,3 +239,23 @@ def test_submit_says_which_code_the_job_runs(
     monkeypatch.chdir(plain)
     out = cli("submit", "--nodes", "1", "--log-dir", str(submitting), *JOB).out
     assert f"  code: not frozen ({plain} is not in a git checkout)" in out
+
+
+def test_the_frozen_driver_keeps_its_outputs_where_they_were(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """NeMo RL's relative logger.log_dir and checkpoint_dir would land in the copy (where the
+    driver runs): they are passed on absolute, in the checkout, where a later submit resumes."""
+    proj = checkout / "examples" / "proj"
+    outputs = [("logger.log_dir", "logs"), ("checkpointing.checkpoint_dir", "results/grpo")]
+    frozen_spec, _, _ = snapshot.freeze(spec(), proj, tmp_path / "logs", outputs)
+    assert frozen_spec.driver.command == (
+        "python",
+        "x.py",
+        f"++logger.log_dir={proj.resolve()}/logs",
+        f"++checkpointing.checkpoint_dir={proj.resolve()}/results/grpo",
+    )
+    odd = tmp_path / "a dir, odd"
+    shutil.copytree(checkout, odd, symlinks=True)
+    same_command, _, _ = snapshot.freeze(spec(), odd, tmp_path / "logs", outputs)
+    assert same_command.driver.command == ("python", "x.py")  # Hydra would misread the path

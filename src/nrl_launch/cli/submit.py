@@ -40,6 +40,8 @@ from nrl_launch.cli.options import (
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from nrl_launch.jobs.record import JobRecord
     from nrl_launch.spec import LaunchSpec
 
@@ -118,7 +120,7 @@ def submit(
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
     container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    spec, code = _frozen(spec, no_snapshot=no_snapshot)
+    spec, code = _frozen(spec, prepared.relative_outputs, no_snapshot=no_snapshot)
     records: list[JobRecord] = []
     try:
         records.extend(launch(spec) for _ in range(chain or 1))
@@ -154,7 +156,9 @@ def submit(
     )
 
 
-def _frozen(spec: LaunchSpec, *, no_snapshot: bool) -> tuple[LaunchSpec, str]:
+def _frozen(
+    spec: LaunchSpec, outputs: Sequence[tuple[str, str]], *, no_snapshot: bool
+) -> tuple[LaunchSpec, str]:
     """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
     the job's nodes share this machine's files, and the line submit prints about it."""
     from pathlib import Path
@@ -172,7 +176,7 @@ def _frozen(spec: LaunchSpec, *, no_snapshot: bool) -> tuple[LaunchSpec, str]:
     problem = trust.log_base_problem(spec.logs.base_dir, cwd)
     if problem:  # the snapshot goes where the logs go: refused the same
         raise ConfigError([problem])
-    spec, copied, note = snapshot.freeze(spec, cwd, cwd / spec.logs.base_dir)
+    spec, copied, note = snapshot.freeze(spec, cwd, cwd / spec.logs.base_dir, outputs)
     return spec, snapshot.code_line(copied.frozen) if copied else note
 
 

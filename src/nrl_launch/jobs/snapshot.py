@@ -14,11 +14,13 @@ would point the user's env at the copy). Like NeMo RL's tools/code_snapshot.sh, 
 
 from __future__ import annotations
 
-import os
 import posixpath
+import re
 import shutil
 import stat
+import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ __all__ = ["Copied", "code_line", "describe", "discard", "freeze", "source_of"]
 # Under the log base dir (logs.base_dir, which submit already requires to be the user's own).
 SNAPSHOTS = "code-snapshots"
 _GIT = ["git", "-c", "core.quotepath=off"]
+_HYDRA_SPECIAL = re.compile(r"[\s\\,\[\]{}()'\"=$]")
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,14 @@ def describe(spec: LaunchSpec, cwd: Path) -> str:
     return f"submit freezes {root} ({_code(commit, dirty)}) under {SNAPSHOTS}/ in the log base dir"
 
 
-def freeze(spec: LaunchSpec, cwd: Path, base: Path) -> tuple[LaunchSpec, Copied | None, str]:
+def freeze(
+    spec: LaunchSpec, cwd: Path, base: Path, outputs: Sequence[tuple[str, str]] = ()
+) -> tuple[LaunchSpec, Copied | None, str]:
     """`spec` with its driver's code copied under `base` (the log base dir), the copy, and a
-    note when nothing was frozen (off, no driver, not a git checkout)."""
+    note when nothing was frozen (off, no driver, not a git checkout). `outputs`: the NeMo RL
+    config's output dirs (key, path) relative to the driver's working dir: the frozen driver
+    runs in the copy, so it is given them as overrides, absolute, where they were (the run's
+    logs and checkpoints stay in the checkout, and a later submit resumes from them)."""
     if not spec.driver.snapshot or spec.interactive or not spec.driver.command:
         return spec, None, ""
     workdir, why = source_of(spec, cwd)
@@ -91,15 +99,18 @@ def freeze(spec: LaunchSpec, cwd: Path, base: Path) -> tuple[LaunchSpec, Copied 
         return spec, None, f"code: not frozen ({why}): the job runs it as it is when it starts"
     started = time.monotonic()
     commit, dirty = _commit(root)
-    dest = base / SNAPSHOTS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    parent = base / SNAPSHOTS
+    dest = None
     try:
-        paths.private_dir(dest.parent)
-        dest.mkdir(mode=0o700)
+        paths.private_dir(parent)
+        # A new dir of its own (0700), named by when it was made.
+        dest = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=parent))
         files, size = _copy(root, _listed(root), dest)
     except OSError as exc:
-        shutil.rmtree(dest, ignore_errors=True)
+        if dest is not None:
+            shutil.rmtree(dest, ignore_errors=True)
         raise UsageError(
-            f"driver.snapshot: cannot copy {root} into {dest.parent} ({exc.strerror}); "
+            f"driver.snapshot: cannot copy {root} into {parent} ({exc.strerror}); "
             "pass --no-snapshot to run the checkout as it is"
         ) from None
     rel = workdir.resolve().relative_to(root)
@@ -120,9 +131,25 @@ def freeze(spec: LaunchSpec, cwd: Path, base: Path) -> tuple[LaunchSpec, Copied 
         commit=commit,
         dirty=dirty,
     )
-    driver = spec.driver.model_copy(update={"frozen": frozen})
+    update: dict[str, object] = {"frozen": frozen}
+    if outputs and spec.driver.command:
+        seen = _seen_workdir(spec, cwd, workdir)
+        made = [(key, posixpath.join(seen, value)) for key, value in outputs]
+        # A path Hydra's override grammar would read otherwise stays as the config has it.
+        kept = [f"++{key}={path}" for key, path in made if not _HYDRA_SPECIAL.search(path)]
+        update["command"] = (*spec.driver.command, *kept)
+    driver = spec.driver.model_copy(update=update)
     copied = Copied(frozen, files, size, time.monotonic() - started)
     return spec.model_copy(update={"driver": driver}), copied, ""
+
+
+def _seen_workdir(spec: LaunchSpec, cwd: Path, host: Path) -> str:
+    """The driver's working dir as the job sees it: inside the container, as pyxis mounts it."""
+    if spec.container.runtime == "pyxis":
+        inside = spec.driver.workdir or spec.container.workdir
+        if inside:
+            return posixpath.normpath(posixpath.join(str(cwd), inside))
+    return str(host.resolve())
 
 
 def discard(frozen: FrozenCode | None) -> None:
