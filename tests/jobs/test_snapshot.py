@@ -259,3 +259,18 @@ def test_the_frozen_driver_keeps_its_outputs_where_they_were(
     shutil.copytree(checkout, odd, symlinks=True)
     same_command, _, _ = snapshot.freeze(spec(), odd, tmp_path / "logs", outputs)
     assert same_command.driver.command == ("python", "x.py")  # Hydra would misread the path
+
+
+def test_the_log_base_s_own_outputs_are_not_code(checkout: Path) -> None:
+    """logs.base_dir defaults to the submit dir, in the checkout: the snapshots and job log
+    dirs there are outputs, and each snapshot holding the ones before would grow without end."""
+    proj = checkout / "examples" / "proj"
+    (proj / "42-logs").mkdir()
+    (proj / "42-logs" / "ray-driver.log.txt").write_text("x\n")
+    _, first, _ = snapshot.freeze(spec(), proj, proj)
+    _, second, _ = snapshot.freeze(spec(), proj, proj)
+    assert first is not None and second is not None
+    assert first.files == second.files
+    copy = Path(second.frozen.dir) / "examples" / "proj"
+    assert not (copy / "code-snapshots").exists() and not (copy / "42-logs").exists()
+    assert (copy / "pkg" / "new.py").is_file()

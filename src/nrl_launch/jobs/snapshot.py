@@ -105,7 +105,7 @@ def freeze(
         paths.private_dir(parent)
         # A new dir of its own (0700), named by when it was made.
         dest = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=parent))
-        files, size = _copy(root, _listed(root), dest)
+        files, size = _copy(root, _listed(root, _outputs_in(root, base)), dest)
     except OSError as exc:
         if dest is not None:
             shutil.rmtree(dest, ignore_errors=True)
@@ -188,17 +188,39 @@ def _commit(root: Path) -> tuple[str | None, bool]:
     return commit or None, bool(status.stdout)
 
 
-def _listed(root: Path) -> list[str]:
+def _outputs_in(root: Path, base: Path) -> str | None:
+    """The log base dir relative to `root` ("" for root itself) when it is in the checkout
+    (logs.base_dir defaults to the submit dir): its snapshots and the jobs' log dirs are
+    outputs, not code, and a snapshot holding the ones before it would grow with each."""
+    try:
+        rel = base.resolve().relative_to(root)
+    except ValueError:
+        return None
+    return "" if rel == Path() else f"{rel.as_posix()}/"
+
+
+def _listed(root: Path, outputs: str | None = None) -> list[str]:
     """The checkout's files as git lists them: tracked (submodules' too) and untracked ones
-    that are not ignored; NUL-separated, so any name comes through as it is."""
+    that are not ignored; NUL-separated, so any name comes through as it is. Untracked files
+    under `outputs` (the log base dir's snapshots and job log dirs) are left out."""
     tracked = runner.run(
         [*_GIT, "ls-files", "-z", "--cached", "--recurse-submodules"], cwd=root, timeout=300
     )
     untracked = runner.run(
         [*_GIT, "ls-files", "-z", "--others", "--exclude-standard"], cwd=root, timeout=300
     )
-    names = {n for n in (tracked.stdout + untracked.stdout).split("\0") if n}
+    names = {n for n in tracked.stdout.split("\0") if n}
+    for name in untracked.stdout.split("\0"):
+        if name and not (outputs is not None and _is_output(name, outputs)):
+            names.add(name)
     return sorted(names)
+
+
+def _is_output(name: str, outputs: str) -> bool:
+    if not name.startswith(outputs):
+        return False
+    first = name[len(outputs) :].split("/", 1)[0]
+    return first == SNAPSHOTS or (first.endswith("-logs") and "/" in name[len(outputs) :])
 
 
 def _copy(root: Path, names: list[str], dest: Path) -> tuple[int, int]:
