@@ -23,6 +23,8 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "t@example.com",
     "GIT_CONFIG_GLOBAL": "/dev/null",
 }
+# What the repo's tiny-rl holds that a checkout of it would not (its runs' output, its env).
+IGNORED = [".venv", "__pycache__", "uv.lock", "logs", "results", "local-*", "code-snapshots"]
 SUBMITTED = "tiny-rl code: as submitted"
 CHANGED = "tiny-rl code: changed after submit"
 
@@ -45,9 +47,9 @@ def checkout(
     the env the tiny_rl fixture made (its editable install is of the repo's tiny-rl, a third
     tree: the job must import neither). The cwd is the checkout."""
     repo = tmp_path / "tiny-rl"
-    shutil.copytree(tiny_rl, repo, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    shutil.copytree(tiny_rl, repo, ignore=shutil.ignore_patterns(*IGNORED))
     (repo / ".venv").symlink_to(tiny_rl / ".venv")
-    (repo / ".gitignore").write_text(".venv\n__pycache__/\n")
+    (repo / ".gitignore").write_text("".join(f"{name}\n" for name in IGNORED))
     pyproject = repo / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('"../.."', f'"{tiny_rl.parents[1]}"'))
     git(repo, "init", "-q")
