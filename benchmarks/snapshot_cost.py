@@ -10,6 +10,7 @@ of all, with git's listing alone timed apart. Each copy is removed after it is m
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import tempfile
@@ -27,18 +28,19 @@ def main() -> None:
     parser.add_argument("--base", type=Path, default=None, help="where the copies go (tmp)")
     args = parser.parse_args()
     spec = LaunchSpec.model_validate({"driver": {"command": ["python", "x.py"]}})
-    walls, listings = [], []
+    walls, listings, cpus = [], [], []
     files = size = 0
     for _ in range(args.runs):
         base = Path(tempfile.mkdtemp(dir=args.base, prefix="snapshot-bench-"))
         started = time.perf_counter()
-        root = snapshot._toplevel(args.checkout)  # noqa: SLF001 - its parts, timed apart
+        root = snapshot._toplevel(args.checkout)
         assert root is not None, f"{args.checkout} is not in a git checkout"
-        snapshot._listed(root)  # noqa: SLF001
+        snapshot._listed(root)
         listings.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         _, copied, note = snapshot.freeze(spec, args.checkout, base)
         walls.append(time.perf_counter() - started)
+        cpus.append(_cpu() - cpu)
         assert copied is not None, note
         files, size = copied.files, copied.bytes
         shutil.rmtree(base)
@@ -48,10 +50,20 @@ def main() -> None:
         f"{statistics.median(walls) * 1000:.0f} ms, max {max(walls) * 1000:.0f} ms "
         f"({args.runs} runs)"
     )
+    print(f"  CPU (this process and git): median {statistics.median(cpus) * 1000:.0f} ms")
     print(
         f"  of which git's listing (rev-parse + 2 ls-files): median "
         f"{statistics.median(listings) * 1000:.0f} ms"
     )
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (git): less swayed than wall
+    time by a busy machine."""
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":
