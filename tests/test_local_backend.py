@@ -114,7 +114,9 @@ def test_tiny_rl_s_deadline_clock_starts_after_its_setup(
     steps = [line for line in driver[setup:stop].splitlines() if line.startswith("step ")]
     assert steps, driver  # steps ran after the setup, within the deadline
     assert "before checkpointing.checkpoint_must_save_by" in driver[stop:]
-    assert f"saved results/grpo/step_{len(steps)} " in driver  # the last step, saved
+    # The last step, saved where the config says, relative to the checkout (the driver runs
+    # in its snapshot, and is given the dir absolute).
+    assert f"saved {fresh_tiny_rl}/results/grpo/step_{len(steps)} " in driver
 
 
 @pytest.mark.usefixtures("here")

@@ -98,6 +98,13 @@ def render(
         problem = trust.log_base_problem(spec.logs.base_dir, Path.cwd())
         if problem:
             output.warn(f"{problem} (submit refuses it)")
+        if spec.driver.snapshot and spec.driver.command and not spec.interactive:
+            from nrl_launch.jobs import snapshot
+
+            # What submit would freeze, read (git), not copied; silent outside a checkout.
+            frozen = snapshot.describe(spec, Path.cwd())
+            if frozen.startswith("submit freezes"):
+                output.note(frozen)
     request = backends.plan(spec, str(out) if out else None)
     if out is not None:
         from nrl_launch.jobs.launch import write_script

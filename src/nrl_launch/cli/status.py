@@ -76,12 +76,15 @@ def status(
             # A requeued job: its record keeps every run's log dir, not just the first.
             record.save(rec.model_copy(update={"runs": s.log_dirs}), state)
     if json:
-        output.emit_json("status", {"jobs": [status_object(s) for s in found]})
+        jobs = [status_object(s) | code_object(r) for r, s in zip(records, found, strict=True)]
+        output.emit_json("status", {"jobs": jobs})
     elif not job_ids:
         show_table(records, found)
     else:
-        for s in found:
+        for r, s in zip(records, found, strict=True):
             output.emit_text(_line(s))
+            if code := code_object(r)["code"]:
+                output.emit_text(f"    {code['line']}")
             for line in s.driver_tail:
                 output.emit_text(f"    | {line}")
     return 0
@@ -116,6 +119,27 @@ def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None
 def status_object(s: JobStatus) -> dict[str, Any]:
     """One job's status as --json prints it."""
     return dataclasses.asdict(s) | {"phase": s.phase.value}
+
+
+def code_object(rec: JobRecord) -> dict[str, Any]:
+    """The code the job runs (driver.snapshot), from its recorded spec: commit, whether
+    uncommitted changes were frozen too, and the snapshot's dir; None where nothing was frozen."""
+    from nrl_launch.jobs import snapshot
+    from nrl_launch.spec.models import FrozenCode
+
+    frozen = (rec.spec.get("driver") or {}).get("frozen")
+    if not frozen:
+        return {"code": None}
+    code = FrozenCode.model_validate(frozen)
+    return {
+        "code": {
+            "commit": code.commit,
+            "dirty": code.dirty,
+            "snapshot": code.dir,
+            "source": code.source,
+            "line": snapshot.code_line(code),
+        }
+    }
 
 
 def _line(s: JobStatus) -> str:

@@ -40,6 +40,9 @@ from nrl_launch.cli.options import (
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from nrl_launch.jobs.record import JobRecord
     from nrl_launch.spec import LaunchSpec
 
 
@@ -91,6 +94,14 @@ def submit(
     interactive: Interactive = False,
     config: NemoConfig = None,
     no_check: NoCheck = False,
+    no_snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--no-snapshot",
+            help="Run the driver's checkout as it is when each job starts, instead of a copy "
+            "of it frozen now (driver.snapshot=false).",
+        ),
+    ] = False,
     json: Json = False,
     command: DriverCommand = None,
 ) -> int:
@@ -98,6 +109,7 @@ def submit(
     flags = job_flags_of(locals())
     from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
+    from nrl_launch.jobs import snapshot
     from nrl_launch.jobs.launch import launch
 
     if chain is not None and chain < 1:
@@ -108,7 +120,14 @@ def submit(
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
     container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    records = [launch(spec) for _ in range(chain or 1)]
+    spec, code = _frozen(spec, prepared.relative_outputs, no_snapshot=no_snapshot)
+    records: list[JobRecord] = []
+    try:
+        records.extend(launch(spec) for _ in range(chain or 1))
+    except BaseException:
+        if not records:  # no job was queued with the snapshot: it goes
+            snapshot.discard(spec.driver.frozen)
+        raise
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)
     if chain is not None:
@@ -129,10 +148,36 @@ def submit(
                 f"    bash {attach_script} [K]    COMMAND='ray status' bash {attach_script} [K]\n"
                 f"  Stop it with nrl-launch stop {job_id}"
             )
+    if code:
+        text += f"\n  {code}"
     extra = {"chain": [r.job_id for r in records]} if chain is not None else None
     return queued.report(
         "submit", records, text, quiet=quiet, json=flags.json, wait=wait, extra=extra
     )
+
+
+def _frozen(
+    spec: LaunchSpec, outputs: Sequence[tuple[str, str]], *, no_snapshot: bool
+) -> tuple[LaunchSpec, str]:
+    """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
+    the job's nodes share this machine's files, and the line submit prints about it."""
+    from pathlib import Path
+
+    from nrl_launch import backends, trust
+    from nrl_launch.errors import ConfigError
+    from nrl_launch.jobs import snapshot
+
+    if no_snapshot or not spec.driver.snapshot:
+        driver = spec.driver.model_copy(update={"snapshot": False})
+        return spec.model_copy(update={"driver": driver}), ""
+    if not backends.get(spec.backend).shares_files:
+        return spec, ""  # its nodes see none of this machine's files
+    cwd = Path.cwd()
+    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
+    if problem:  # the snapshot goes where the logs go: refused the same
+        raise ConfigError([problem])
+    spec, copied, note = snapshot.freeze(spec, cwd, cwd / spec.logs.base_dir, outputs)
+    return spec, snapshot.code_line(copied.frozen) if copied else note
 
 
 def _chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:

@@ -53,6 +53,9 @@ class Prepared:
     config: str | None = None  # the config checked, as written (--config, or the driver's)
     overrides: tuple[str, ...] = ()  # the overrides it was checked with
     unchecked: str | None = None  # why the config the driver names was not read
+    # logger.log_dir and checkpointing.checkpoint_dir where relative to the driver's working
+    # dir: a frozen driver (driver.snapshot) runs elsewhere, and is given them made absolute.
+    relative_outputs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,11 @@ def prepare(
         checkpointing=cfg.value("checkpointing.enabled", False) is True,
         config=source.shown,
         overrides=source.overrides,
+        relative_outputs=tuple(
+            (key, value)
+            for key in ("logger.log_dir", "checkpointing.checkpoint_dir")
+            if isinstance(value := cfg.value(key, None), str) and value and value[0] != "/"
+        ),
     )
 
 

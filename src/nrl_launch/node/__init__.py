@@ -26,7 +26,7 @@ MARKER = (
 _DIR = Path(__file__).parent
 
 # What each kind runs, in order: helpers, then the node steps, then the kind's own part.
-_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "stall.sh", "driver.sh")
+_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "stall.sh", "snapshot.sh", "driver.sh")
 _FILES: dict[str, tuple[str, ...]] = {
     "slurm": (*_RAY, "container.sh", "pyxis.sh", "reuse.sh", "secrets.sh"),
     "local": (*_RAY, "head_here.sh"),

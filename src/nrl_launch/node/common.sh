@@ -6,9 +6,10 @@ end_job() {
   ( set -o noclobber; printf '%s\n' "$*" >"$NRL_LOG_DIR/ENDED" ) 2>/dev/null || true
 }
 
-# Where the driver (or command, or an attached shell) runs: driver.workdir, else the
-# container's workdir (where pyxis starts the step), else the dir the job was submitted from.
-driver_workdir() { printf '%s' "${NRL_DRIVER_WORKDIR:-${NRL_CONTAINER_WORKDIR:-$NRL_SUBMIT_DIR}}"; }
+# Where the driver (or command, or an attached shell) runs: the snapshot's copy of its dir
+# (driver.snapshot), else driver.workdir, else the container's workdir (where pyxis starts the
+# step), else the dir the job was submitted from.
+driver_workdir() { printf '%s' "${NRL_SNAPSHOT_WORKDIR:-${NRL_DRIVER_WORKDIR:-${NRL_CONTAINER_WORKDIR:-$NRL_SUBMIT_DIR}}}"; }
 
 # Appends one phase to the timeline and rewrites timings.json (seconds since submission).
 phase() {

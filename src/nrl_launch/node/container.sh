@@ -19,6 +19,8 @@ set_container_args() {
   ((!NRL_CONTAINER_MOUNT_HOME)) || home=--container-mount-home
   # The log dir must be visible inside the container: every node reads and writes it.
   mounts="${mounts:+$mounts,}$NRL_LOG_DIR:$NRL_LOG_DIR"
+  # So must the code frozen at submit (driver.snapshot), at the same path.
+  [[ -z ${NRL_SNAPSHOT_DIR:-} ]] || mounts+=",$NRL_SNAPSHOT_DIR:$NRL_SNAPSHOT_DIR"
   NRL_CONTAINER_ARGS=(
     "${image[@]}"
     "--container-mounts=$mounts"

@@ -396,12 +396,28 @@ class NemoRLSpec(SpecBase):
         return self
 
 
+class FrozenCode(SpecBase):
+    """The copy of the driver's code that submit made (driver.snapshot; set by submit): every
+    link, retry and requeue of the job runs it, not the checkout as it is by then."""
+
+    dir: Text  # the copy: the git checkout's files as they were at submit
+    source: Text  # the checkout it copies (git's top level)
+    workdir: Text  # the copy of the driver's working directory
+    python_path: tuple[Text, ...] = ()  # the copy's source roots, first on the driver's path
+    venv: Text | None = None  # the checkout's project env, for `uv run` (the copy has none)
+    commit: Text | None = None
+    dirty: bool = False  # uncommitted changes (untracked files too) were frozen
+
+
 class DriverSpec(SpecBase):
     command: tuple[Text, ...] | None = None
     workdir: Text | None = None
     # A run whose driver prints nothing for this many minutes ends FAILED as stalled (a cause
     # retries treat as retryable); unset: never (node/stall.sh).
     stall_min: Minutes | None = None
+    # Freeze the driver's code at submit (a copy of its git checkout): --no-snapshot, false.
+    snapshot: bool = True
+    frozen: FrozenCode | None = None
 
     @field_validator("command")
     @classmethod
