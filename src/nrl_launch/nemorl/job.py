@@ -122,7 +122,7 @@ def prepare(
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
     _segment(draft, cfg, source.shown)
-    deadline = _deadline(draft, cfg) if time_limited else []
+    deadline = _deadline(draft, cfg) if time_limited else _untimed(draft, cfg)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
@@ -343,37 +343,56 @@ def _validated(
 
 
 def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """With checkpointing on, save before the time limit (checkpoint_must_save_by); only for a
-    backend whose jobs end at one (else NeMo RL saves as its config says)."""
-    if cfg.value("checkpointing.enabled", False) is not True:
-        return []
+    """With checkpointing on, save before the job's end (checkpoint_must_save_by); only for a
+    backend whose jobs end at a time limit (else NeMo RL saves as its config says). NeMo RL
+    counts that value from when its timer starts, after its own setup (20-30 minutes at scale,
+    its issue #3596): so the value is not set here but on the node when the driver starts,
+    from the job's real end, and a start-up shim makes the timer count from it
+    (nemo_rl.save_by_job_end; node/deadline.sh)."""
     key = "checkpointing.checkpoint_must_save_by"
-    time = draft.spec.slurm.time
-    if time is None:
-        if draft.spec.nemo_rl.recipe is not None and cfg.value(key, None) is None:
-            draft.notes.append(
-                f"{key} not set: slurm.time is not given, so the partition's default time limit "
-                "applies, which nrl-launch cannot see; give --time for NeMo RL to save before it"
-            )
+    nemo = draft.spec.nemo_rl
+    if cfg.value("checkpointing.enabled", False) is not True or nemo.save_by_job_end is False:
         return []
-    minutes = slurm_time_minutes(time)
-    margin = draft.spec.nemo_rl.checkpoint_margin_min
+    time = draft.spec.slurm.time
+    minutes = None if time is None else slurm_time_minutes(time)
+    margin = nemo.checkpoint_margin_min
     given = cfg.value(key, None)
     if given is not None:
         at = ddhhmmss_minutes(str(given))
-        if at is not None and at > minutes:
+        if minutes is not None and at is not None and at > minutes:
             return [f"{key}={given} is after the time limit {time}: the job ends before it saves"]
         return []
-    if draft.spec.nemo_rl.recipe is None:
+    if nemo.recipe is None and nemo.save_by_job_end is None:
         return []
-    if minutes <= margin:
+    if minutes is not None and minutes <= margin:
         return [
             f"{key} not set: the time limit {time} is within the "
             f"{margin}-minute save margin (nemo_rl.checkpoint_margin_min)"
         ]
-    value = must_save_by(minutes - margin)
-    draft.injected.append(f"++{key}={value}")
-    draft.notes.append(f"{key}={value}: the time limit less {margin} minutes, to save in time")
+    if nemo.save_by_job_end is None:
+        _set(draft, "nemo_rl.save_by_job_end", True, "nemo_rl.checkpoint_margin_min")
+    end = (
+        f"the time limit {time}"
+        if time is not None
+        else "the partition's default time limit, which Slurm knows when the job starts"
+    )
+    draft.notes.append(
+        f"{key}: set on the node when the driver starts, to the job's end ({end}) less "
+        f"{margin} minutes, counted from when the job ends whatever NeMo RL's setup takes "
+        f"(its timer {nemo.timer_class} is made to count from it)"
+    )
+    return []
+
+
+def _untimed(draft: _Draft, cfg: NemoConfig) -> list[str]:
+    """A backend with no time limit: NeMo RL saves as its config says (said for a recipe)."""
+    key = "checkpointing.checkpoint_must_save_by"
+    if draft.spec.nemo_rl.recipe is not None and cfg.value("checkpointing.enabled", False) is True:
+        value = cfg.value(key, None)
+        draft.notes.append(
+            f"{key}: as the config says ({'null' if value is None else value}): the "
+            f"{draft.spec.backend} backend ends its jobs at no time limit"
+        )
     return []
 
 
