@@ -188,9 +188,7 @@ def test_a_deadline_of_the_config_s_own_is_left_as_it_is(cli: Cli) -> None:
 
 
 def test_a_fork_s_timer_class_must_be_module_and_class(cli: Cli) -> None:
-    result = cli(
-        "render", "sft", "--config", str(SFT_8N), "--set", "nemo_rl.timer_class=no_colon"
-    )
+    result = cli("render", "sft", "--config", str(SFT_8N), "--set", "nemo_rl.timer_class=no_colon")
     assert result.code == 2
     assert "nemo_rl.timer_class" in result.err and "is not module:Class" in result.err
     assert "Traceback" not in result.err

@@ -183,7 +183,7 @@ def _driver(script: str) -> list[str]:
     return bash_values(line + "\n", 'printf "%s\\0" "${NRL_DRIVER[@]}"')
 
 
-def _header(script: str) -> str:
+def _values(script: str) -> str:
     return script.split("# ---- nrl-launch node program")[0]
 
 
@@ -191,7 +191,7 @@ def test_a_local_job_gets_no_checkpoint_deadline(cli: Cli, monkeypatch: pytest.M
     monkeypatch.chdir(TINY_RL)
     result = cli("render", "--backend", "local", *TINY)
     assert result.code == 0, result.err
-    assert "NRL_SAVE_MARGIN_S" not in _header(result.out)
+    assert "NRL_SAVE_MARGIN_S" not in _values(result.out)
     assert _driver(result.out)[-2:] == ["--config", "examples/configs/grpo_tiny.yaml"]
     assert (
         "nrl-launch: note: checkpointing.checkpoint_must_save_by: as the config says (null): "
@@ -209,10 +209,10 @@ def test_a_slurm_job_without_time_saves_before_the_partition_s_limit(
     assert (
         "nrl-launch: note: checkpointing.checkpoint_must_save_by: set on the node when the "
         "driver starts, to the job's end (the partition's default time limit, which Slurm knows "
-        "when the job starts) less 15 minutes, counted from when the job ends whatever NeMo "
+        "when the job starts) less 15 min, counted from when the job ends whatever NeMo "
         "RL's setup takes (its timer tiny_rl.timer:TimeoutChecker is made to count from it)"
     ) in result.err.splitlines()
-    assert "\nNRL_SAVE_MARGIN_S=900\n" in _header(result.out)
+    assert "\nNRL_SAVE_MARGIN_S=900\n" in _values(result.out)
     assert not any(a.startswith(DEADLINE) for a in _driver(result.out))
 
 
@@ -225,8 +225,8 @@ def test_a_slurm_job_with_time_saves_before_it(cli: Cli, monkeypatch: pytest.Mon
     assert result.code == 0, result.err
     assert not any(a.startswith(DEADLINE) for a in _driver(result.out))
     probe = 'printf "%s\\0" "$NRL_SAVE_MARGIN_S" "$NRL_TIMER_CLASS"'
-    assert bash_values(_header(result.out), probe) == ["900", "tiny_rl.timer:TimeoutChecker"]
+    assert bash_values(_values(result.out), probe) == ["900", "tiny_rl.timer:TimeoutChecker"]
     assert (
         "nrl-launch: note: checkpointing.checkpoint_must_save_by: set on the node when the "
-        "driver starts, to the job's end (the time limit 2:00:00) less 15 minutes"
+        "driver starts, to the job's end (slurm.time=2:00:00) less 15 min,"
     ) in result.err

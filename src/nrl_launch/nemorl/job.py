@@ -372,13 +372,13 @@ def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
     if nemo.save_by_job_end is None:
         _set(draft, "nemo_rl.save_by_job_end", True, "nemo_rl.checkpoint_margin_min")
     end = (
-        f"the time limit {time}"
+        f"slurm.time={time}"
         if time is not None
         else "the partition's default time limit, which Slurm knows when the job starts"
     )
     draft.notes.append(
         f"{key}: set on the node when the driver starts, to the job's end ({end}) less "
-        f"{margin} minutes, counted from when the job ends whatever NeMo RL's setup takes "
+        f"{margin} min, counted from when the job ends whatever NeMo RL's setup takes "
         f"(its timer {nemo.timer_class} is made to count from it)"
     )
     return []
