@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
 from nrl_launch.nemorl import driver
-from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
 from nrl_launch.storage import is_under, node_local_root
 
@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Prepared",
-    "ddhhmmss_minutes",
     "driver_workdir",
-    "must_save_by",
     "node_local_reason",
     "prepare",
 ]
@@ -122,7 +120,7 @@ def prepare(
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
     _segment(draft, cfg, source.shown)
-    deadline = _deadline(draft, cfg) if time_limited else _untimed(draft, cfg)
+    deadline = _deadline(draft, cfg, time_limited)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
@@ -342,75 +340,16 @@ def _validated(
         raise ConfigError(describe_errors(exc, merged)) from None
 
 
-def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """With checkpointing on, save before the job's end (checkpoint_must_save_by); only for a
-    backend whose jobs end at a time limit (else NeMo RL saves as its config says). NeMo RL
-    counts that value from when its timer starts, after its own setup (20-30 minutes at scale,
-    its issue #3596): so the value is not set here but on the node when the driver starts,
-    from the job's real end, and a start-up shim makes the timer count from it
-    (nemo_rl.save_by_job_end; node/deadline.sh)."""
-    key = "checkpointing.checkpoint_must_save_by"
-    nemo = draft.spec.nemo_rl
-    if cfg.value("checkpointing.enabled", False) is not True or nemo.save_by_job_end is False:
-        return []
-    time = draft.spec.slurm.time
-    minutes = None if time is None else slurm_time_minutes(time)
-    margin = nemo.checkpoint_margin_min
-    given = cfg.value(key, None)
-    if given is not None:
-        at = ddhhmmss_minutes(str(given))
-        if minutes is not None and at is not None and at > minutes:
-            return [f"{key}={given} is after the time limit {time}: the job ends before it saves"]
-        return []
-    if nemo.recipe is None and nemo.save_by_job_end is None:
-        return []
-    if minutes is not None and minutes <= margin:
-        return [
-            f"{key} not set: the time limit {time} is within the "
-            f"{margin}-minute save margin (nemo_rl.checkpoint_margin_min)"
-        ]
-    if nemo.save_by_job_end is None:
+def _deadline(draft: _Draft, cfg: NemoConfig, time_limited: bool) -> list[str]:
+    """NeMo RL's save before the job's end (nemorl/deadline.py): its notes, and its warnings
+    returned; nemo_rl.save_by_job_end turned on where the node is to set it."""
+    from nrl_launch.nemorl import deadline
+
+    decision = deadline.decide(draft.spec, cfg, time_limited=time_limited)
+    if decision.manage and draft.spec.nemo_rl.save_by_job_end is None:
         _set(draft, "nemo_rl.save_by_job_end", True, "nemo_rl.checkpoint_margin_min")
-    end = (
-        f"slurm.time={time}"
-        if time is not None
-        else "the partition's default time limit, which Slurm knows when the job starts"
-    )
-    draft.notes.append(
-        f"{key}: set on the node when the driver starts, to the job's end ({end}) less "
-        f"{margin} min, counted from when the job ends whatever NeMo RL's setup takes "
-        f"(its timer {nemo.timer_class} is made to count from it)"
-    )
-    return []
-
-
-def _untimed(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """A backend with no time limit: NeMo RL saves as its config says (said for a recipe)."""
-    key = "checkpointing.checkpoint_must_save_by"
-    if draft.spec.nemo_rl.recipe is not None and cfg.value("checkpointing.enabled", False) is True:
-        value = cfg.value(key, None)
-        draft.notes.append(
-            f"{key}: as the config says ({'null' if value is None else value}): the "
-            f"{draft.spec.backend} backend ends its jobs at no time limit"
-        )
-    return []
-
-
-def must_save_by(minutes: float) -> str:
-    """NeMo RL's DD:HH:MM:SS for a duration in minutes (rounded down to the second)."""
-    seconds = int(minutes * 60)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    return f"{days:02d}:{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def ddhhmmss_minutes(text: str) -> float | None:
-    """Minutes in NeMo RL's DD:HH:MM:SS (checkpoint_must_save_by), or None when malformed."""
-    parts = text.split(":")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        return None
-    d, h, m, s = (int(p) for p in parts)
-    return d * 1440 + h * 60 + m + s / 60
+    draft.notes.extend(decision.notes)
+    return list(decision.warnings)
 
 
 def _job_fits(draft: _Draft, layout: Layout) -> list[str]:
