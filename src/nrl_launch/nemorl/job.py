@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
-from nrl_launch.nemorl import driver
+from nrl_launch.nemorl import deadline, driver
+from nrl_launch.nemorl.deadline import ddhhmmss_minutes
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
 from nrl_launch.storage import is_under, node_local_root
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Prepared",
+    "ddhhmmss_minutes",
     "driver_workdir",
     "node_local_reason",
     "prepare",
@@ -343,8 +345,6 @@ def _validated(
 def _deadline(draft: _Draft, cfg: NemoConfig, time_limited: bool) -> list[str]:
     """NeMo RL's save before the job's end (nemorl/deadline.py): its notes, and its warnings
     returned; nemo_rl.save_by_job_end turned on where the node is to set it."""
-    from nrl_launch.nemorl import deadline
-
     decision = deadline.decide(draft.spec, cfg, time_limited=time_limited)
     if decision.manage and draft.spec.nemo_rl.save_by_job_end is None:
         _set(draft, "nemo_rl.save_by_job_end", True, "nemo_rl.checkpoint_margin_min")
