@@ -144,30 +144,47 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
-    """--time 4 with a 3-minute margin: each job must save by 1 minute into its driver's
-    training (NeMo RL's clock starts after its setup, and on a busy 2-core machine bring-up and
-    setup take 1.5 minutes of the 4). No machine runs 100000 steps in that minute, however
-    fast: the first job saves at its deadline and ends, COMPLETED; the second resumes from that
-    save and does the same: every step runs exactly once, in order, across the two."""
+    """--time 7 with a 1-minute margin, and a setup (tiny_rl.setup_s=80) after Ray is up:
+    NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after that setup, so a
+    deadline counted from it (the limit less the margin, as nrl-launch used to pass it) falls
+    after the job's end (bring-up, the driver's start and the setup take 2 to 4.5 minutes on a
+    busy 2-core machine; at the fastest, 2 minutes + 6 passes 7). The node counts it from the
+    job's real end instead: the first job saves before its limit and ends COMPLETED (not
+    TIMEOUT), and the second resumes from exactly that save. No machine runs 100000 steps in
+    the minutes left: every step runs exactly once, in order, across the two."""
     args = [
         "--config",
         GRPO,
         "cluster.num_nodes=2",
         "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
+        "tiny_rl.setup_s=80",
     ]
-    flags = [*project, "--time", "4", "--set", "nemo_rl.checkpoint_margin_min=3"]
+    flags = [*project, "--time", "7", "--set", "nemo_rl.checkpoint_margin_min=1"]
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
+    assert "to the job's end (slurm.time=7) less 1 min," in result.err
     first, second = result.out.split()
+    ended = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
     for job_id in (first, second):
-        wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ("COMPLETED", "FAILED"), 600)
+        wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ended, 900)
         assert job_status(cli, job_id)["phase"] == "COMPLETED", job_status(cli, job_id)
-        assert "before checkpointing.checkpoint_must_save_by" in driver_log(cli, job_id)
-    one, two = runs(tmp_path)
-    done_first = [m["step"] for m in metrics(one)]
-    assert done_first, "the first job ran no step"
-    assert f"resumed from {tmp_path / 'ckpt'}/step_{done_first[-1]}" in driver_log(cli, second)
+        log = driver_log(cli, job_id)
+        # The shim made tiny-rl's timer count from the job's end, and the loop stopped on it.
+        assert "nrl-launch: tiny_rl.timer:TimeoutChecker saves by " in log
+        assert "before checkpointing.checkpoint_must_save_by" in log
+        if job_id == first:
+            # Its last step saved, whole, before the job ended (looked at before the second
+            # job's own saves, a setup of 80 s later, may prune it: keep_top_k).
+            (one,) = runs(tmp_path)
+            ran = (one / "metrics.jsonl").is_file()
+            done_first = [m["step"] for m in metrics(one)] if ran else []
+            assert done_first, "the first job ran no step"
+            saved = tmp_path / "ckpt" / f"step_{done_first[-1]}"
+            assert (saved / "training_info.json").is_file()
+            assert f"saved {saved} (" in log
+    two = runs(tmp_path)[1]
+    assert f"resumed from {saved} (step {done_first[-1]})" in driver_log(cli, second)
     done_second = [m["step"] for m in metrics(two)]
     done = done_first + done_second
     assert done == list(range(1, len(done) + 1)) and len(done_second) > 0

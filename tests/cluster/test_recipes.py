@@ -93,7 +93,12 @@ def test_chain_runs_its_jobs_one_after_another(cli: Cli, recipe: list[str], tmp_
     # The second job started only after the first had ended (Slurm's singleton dependency).
     assert timings[1]["started"] >= timings[0]["driver_ended"]
     seen = json.loads((tmp_path / "argv.json").read_text())
-    assert "++checkpointing.checkpoint_must_save_by=00:00:05:00" in seen["argv"]
+    # Set on the node when the driver started: the job's end (20 min) less the 15-minute
+    # margin, less the time the job took to get there.
+    key, value = seen["argv"][-1].split("=")
+    assert key == "++checkpointing.checkpoint_must_save_by"
+    days, hours, minutes, seconds = (int(p) for p in value.split(":"))
+    assert 120 < ((days * 24 + hours) * 60 + minutes) * 60 + seconds <= 300, value
 
 
 def _timeline(log_dir: Path) -> dict[str, float]:

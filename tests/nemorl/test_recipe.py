@@ -33,8 +33,9 @@ def test_recipe_builds_the_driver_and_sizes_the_job(cli: Cli) -> None:
         "examples/run_grpo.py",
         "--config",
         str(NONCOLOC_2N),
-        "++checkpointing.checkpoint_must_save_by=00:00:15:00",
     ]
+    # The save deadline is the node's to set, from the job's end (30 min less 15).
+    assert bash_values(script, 'printf "%s\\0" "$NRL_SAVE_MARGIN_S"') == ["900"]
     argv = submit_argv(script)
     assert "--nodes=2" in argv and "--gres=gpu:8" in argv
     assert "note: slurm.nodes=2: from cluster.num_nodes=2" in err
@@ -166,11 +167,35 @@ def test_time_limit_sets_the_checkpoint_deadline_with_a_margin(cli: Cli) -> None
         "--set",
         "nemo_rl.checkpoint_margin_min=30",
     )
-    assert "++checkpointing.checkpoint_must_save_by=00:23:30:00" in bash_values(script, DRIVER)
+    margin = 'printf "%s\\0" "${NRL_SAVE_MARGIN_S-unset}" "${NRL_TIMER_CLASS-unset}"'
+    assert bash_values(script, margin) == ["1800", "nemo_rl.utils.timer:TimeoutChecker"]
+    assert not any("must_save_by" in w for w in bash_values(script, DRIVER))
     script, _ = rendered(
         cli, "sft", "--config", str(SFT_8N), "checkpointing.enabled=false", "--time", "4:00:00"
     )
-    assert not any("must_save_by" in w for w in bash_values(script, DRIVER))
+    assert bash_values(script, margin) == ["unset", "unset"]
+
+
+def test_a_deadline_of_the_config_s_own_is_left_as_it_is(cli: Cli) -> None:
+    """The user's value (or nemo_rl.save_by_job_end=false) is theirs: the node adds none."""
+    margin = 'printf "%s\\0" "${NRL_SAVE_MARGIN_S-unset}"'
+    for extra in (
+        ["++checkpointing.checkpoint_must_save_by=00:00:30:00"],
+        ["--set", "nemo_rl.save_by_job_end=false"],
+    ):
+        script, _ = rendered(cli, "sft", "--config", str(SFT_8N), "--time", "1:00:00", *extra)
+        assert bash_values(script, margin) == ["unset"], extra
+
+
+def test_a_fork_s_timer_class_must_be_module_and_class(cli: Cli) -> None:
+    result = cli("render", "sft", "--config", str(SFT_8N), "--set", "nemo_rl.timer_class=no_colon")
+    assert result.code == 2
+    assert "nemo_rl.timer_class" in result.err and "is not module:Class" in result.err
+    assert "Traceback" not in result.err
+    script, _ = rendered(
+        cli, "sft", "--config", str(SFT_8N), "--set", "nemo_rl.timer_class=fork.timer:Clock"
+    )
+    assert bash_values(script, 'printf "%s\\0" "$NRL_TIMER_CLASS"') == ["fork.timer:Clock"]
 
 
 def test_a_deadline_after_the_time_limit_is_a_warning(cli: Cli) -> None:

@@ -410,6 +410,15 @@ CASES: list[Case] = [
         CFG,
     ),
     Case(
+        "timer-class-not-module-colon-class",
+        [*SUBMIT, "--set", "nemo_rl.timer_class=nemo_rl.utils.timer.TimeoutChecker", *CMD],
+        BAD_INPUT,
+        [
+            "nemo_rl.timer_class: 'nemo_rl.utils.timer.TimeoutChecker' is not module:Class, "
+            "e.g. nemo_rl.utils.timer:TimeoutChecker"
+        ],
+    ),
+    Case(
         "recipe-without-config",
         [*SUBMIT, "grpo"],
         BAD_INPUT,

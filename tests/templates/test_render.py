@@ -183,35 +183,50 @@ def _driver(script: str) -> list[str]:
     return bash_values(line + "\n", 'printf "%s\\0" "${NRL_DRIVER[@]}"')
 
 
+def _values(script: str) -> str:
+    return script.split("# ---- nrl-launch node program")[0]
+
+
 def test_a_local_job_gets_no_checkpoint_deadline(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(TINY_RL)
     result = cli("render", "--backend", "local", *TINY)
     assert result.code == 0, result.err
-    assert "checkpoint_must_save_by" not in result.out + result.err
+    assert "NRL_SAVE_MARGIN_S" not in _values(result.out)
     assert _driver(result.out)[-2:] == ["--config", "examples/configs/grpo_tiny.yaml"]
+    assert (
+        "nrl-launch: note: checkpointing.checkpoint_must_save_by: as the config says (null): "
+        "the local backend ends its jobs at no time limit"
+    ) in result.err.splitlines()
 
 
-def test_a_slurm_job_without_time_says_why_it_gets_no_deadline(
+def test_a_slurm_job_without_time_saves_before_the_partition_s_limit(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The partition's default limit is known to the job when it starts: the node sets it."""
     monkeypatch.chdir(TINY_RL)
     result = cli("render", *TINY, *SHARED_LOGS)
     assert result.code == 0, result.err
     assert (
-        "nrl-launch: note: checkpointing.checkpoint_must_save_by not set: slurm.time is not "
-        "given, so the partition's default time limit applies, which nrl-launch cannot see; give "
-        "--time for NeMo RL to save before it"
+        "nrl-launch: note: checkpointing.checkpoint_must_save_by: set on the node when the "
+        "driver starts, to the job's end (the partition's default time limit, which Slurm knows "
+        "when the job starts) less 15 min, counted from when the job ends whatever NeMo "
+        "RL's setup takes (its timer tiny_rl.timer:TimeoutChecker is made to count from it)"
     ) in result.err.splitlines()
+    assert "\nNRL_SAVE_MARGIN_S=900\n" in _values(result.out)
     assert not any(a.startswith(DEADLINE) for a in _driver(result.out))
 
 
 def test_a_slurm_job_with_time_saves_before_it(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The value is not fixed here (NeMo RL would count it from after its setup): the node
+    passes the job's end less nemo_rl.checkpoint_margin_min when the driver starts, and names
+    the timer (the project's nrl-launch.yaml: tiny-rl's) that the shim makes count from it."""
     monkeypatch.chdir(TINY_RL)
     result = cli("render", *TINY, *SHARED_LOGS, "--time", "2:00:00")
     assert result.code == 0, result.err
-    # 2 h less nemo_rl.checkpoint_margin_min (15), as NeMo RL reads it: DD:HH:MM:SS.
-    assert _driver(result.out)[-1] == f"{DEADLINE}00:01:45:00"
+    assert not any(a.startswith(DEADLINE) for a in _driver(result.out))
+    probe = 'printf "%s\\0" "$NRL_SAVE_MARGIN_S" "$NRL_TIMER_CLASS"'
+    assert bash_values(_values(result.out), probe) == ["900", "tiny_rl.timer:TimeoutChecker"]
     assert (
-        "nrl-launch: note: checkpointing.checkpoint_must_save_by=00:01:45:00: the time limit "
-        "less 15 minutes, to save in time"
-    ) in result.err.splitlines()
+        "nrl-launch: note: checkpointing.checkpoint_must_save_by: set on the node when the "
+        "driver starts, to the job's end (slurm.time=2:00:00) less 15 min,"
+    ) in result.err

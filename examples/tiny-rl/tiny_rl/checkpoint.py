@@ -69,24 +69,3 @@ class Checkpoints:
         )
         for step in steps[: -int(self.keep)]:
             shutil.rmtree(self.root / f"step_{step}", ignore_errors=True)
-
-
-class Deadline:
-    """checkpointing.checkpoint_must_save_by: stop and save while a step and a save still fit.
-
-    Measured from the end of the driver's setup, as NeMo RL does (so a long setup can make the
-    save land after the job's time limit); the margin is the slowest step and save seen so far,
-    times 1.5."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.start = time.monotonic()
-        self.seconds = seconds
-        self.slowest = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.slowest = max(self.slowest, seconds)
-
-    def must_stop(self) -> bool:
-        if self.seconds is None:
-            return False
-        return time.monotonic() - self.start + 1.5 * self.slowest >= self.seconds

@@ -79,7 +79,7 @@ def main(argv: list[str], default_config: Path) -> int:
         saved = run.ckpt.due(step, step == run.max_steps)
         save_s = run.save(step, {"algo": "grpo", "reward": float(rewards.mean())}) if saved else 0.0
         step_s = time.perf_counter() - began
-        run.deadline.observe(step_s)
+        run.timer.mark_iteration()
         values = {
             "reward": float(rewards.mean()),
             "loss": results[0]["loss"],

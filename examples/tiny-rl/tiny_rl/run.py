@@ -12,9 +12,10 @@ import ray
 import torch
 
 from tiny_rl import config as config_io
-from tiny_rl.checkpoint import Checkpoints, Deadline
+from tiny_rl.checkpoint import Checkpoints
 from tiny_rl.cluster import Workers, connect, launch
 from tiny_rl.metrics import Metrics, say
+from tiny_rl.timer import TimeoutChecker
 
 
 class Run:
@@ -28,7 +29,8 @@ class Run:
         self.ckpt = Checkpoints(self.cfg.get("checkpointing") or {})
         must = self.ckpt.enabled and (self.cfg["checkpointing"].get("checkpoint_must_save_by"))
         key = "checkpointing.checkpoint_must_save_by"
-        must_s = config_io.ddhhmmss_seconds(must, key) if must else None
+        if must:
+            config_io.ddhhmmss_seconds(must, key)  # one clear line when malformed
         self.exp_dir = config_io.next_experiment_dir(self.cfg["logger"]["log_dir"])
         self.metrics = Metrics(self.exp_dir)
         say(f"{algo}: config {self.config_path}, logs {self.exp_dir}")
@@ -44,9 +46,10 @@ class Run:
         if setup_s > 0:
             say(f"setup: {setup_s:g} s more (tiny_rl.setup_s), as NeMo RL's own setup")
             time.sleep(setup_s)
-        # As NeMo RL's timer (nemo_rl/utils/timer.py, its issue #3596): the clock of
-        # checkpoint_must_save_by starts now, after the setup, not when the job started.
-        self.deadline = Deadline(must_s)
+        # As NeMo RL's (nemo_rl/utils/timer.py, its issue #3596): the timer is built now, after
+        # the setup, and its clock of checkpoint_must_save_by starts with it.
+        self.timer = TimeoutChecker(str(must) if must else None, fit_last_save_time=True)
+        self.timer.start_iterations()
 
     def _supported(self) -> None:
         training = self.layout.training
@@ -105,7 +108,7 @@ class Run:
     def out_of_time(self, step: int, saved: bool, info: dict[str, Any]) -> bool:
         """True when the next step would not fit before checkpoint_must_save_by: the last step
         is saved (if it was not) and the run ends, to be resumed by the next job."""
-        if not self.deadline.must_stop():
+        if not self.timer.check_save():
             return False
         if not saved:
             self.save(step, info)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
-from nrl_launch.nemorl import driver
-from nrl_launch.spec import LaunchSpec, slurm_time_minutes
+from nrl_launch.nemorl import deadline, driver
+from nrl_launch.nemorl.deadline import ddhhmmss_minutes
+from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
 from nrl_launch.storage import is_under, node_local_root
 
@@ -31,7 +32,6 @@ __all__ = [
     "Prepared",
     "ddhhmmss_minutes",
     "driver_workdir",
-    "must_save_by",
     "node_local_reason",
     "prepare",
 ]
@@ -125,7 +125,7 @@ def prepare(
     _size(draft, cfg, "nodes", extra, source.shown)
     _size(draft, cfg, "gpus_per_node", 0, source.shown)
     _segment(draft, cfg, source.shown)
-    deadline = _deadline(draft, cfg) if time_limited else []
+    deadline = _deadline(draft, cfg, time_limited)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
     from nrl_launch.nemorl.layout import compute
@@ -350,56 +350,14 @@ def _validated(
         raise ConfigError(describe_errors(exc, merged)) from None
 
 
-def _deadline(draft: _Draft, cfg: NemoConfig) -> list[str]:
-    """With checkpointing on, save before the time limit (checkpoint_must_save_by); only for a
-    backend whose jobs end at one (else NeMo RL saves as its config says)."""
-    if cfg.value("checkpointing.enabled", False) is not True:
-        return []
-    key = "checkpointing.checkpoint_must_save_by"
-    time = draft.spec.slurm.time
-    if time is None:
-        if draft.spec.nemo_rl.recipe is not None and cfg.value(key, None) is None:
-            draft.notes.append(
-                f"{key} not set: slurm.time is not given, so the partition's default time limit "
-                "applies, which nrl-launch cannot see; give --time for NeMo RL to save before it"
-            )
-        return []
-    minutes = slurm_time_minutes(time)
-    margin = draft.spec.nemo_rl.checkpoint_margin_min
-    given = cfg.value(key, None)
-    if given is not None:
-        at = ddhhmmss_minutes(str(given))
-        if at is not None and at > minutes:
-            return [f"{key}={given} is after the time limit {time}: the job ends before it saves"]
-        return []
-    if draft.spec.nemo_rl.recipe is None:
-        return []
-    if minutes <= margin:
-        return [
-            f"{key} not set: the time limit {time} is within the "
-            f"{margin}-minute save margin (nemo_rl.checkpoint_margin_min)"
-        ]
-    value = must_save_by(minutes - margin)
-    draft.injected.append(f"++{key}={value}")
-    draft.notes.append(f"{key}={value}: the time limit less {margin} minutes, to save in time")
-    return []
-
-
-def must_save_by(minutes: float) -> str:
-    """NeMo RL's DD:HH:MM:SS for a duration in minutes (rounded down to the second)."""
-    seconds = int(minutes * 60)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    return f"{days:02d}:{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def ddhhmmss_minutes(text: str) -> float | None:
-    """Minutes in NeMo RL's DD:HH:MM:SS (checkpoint_must_save_by), or None when malformed."""
-    parts = text.split(":")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        return None
-    d, h, m, s = (int(p) for p in parts)
-    return d * 1440 + h * 60 + m + s / 60
+def _deadline(draft: _Draft, cfg: NemoConfig, time_limited: bool) -> list[str]:
+    """NeMo RL's save before the job's end (nemorl/deadline.py): its notes, and its warnings
+    returned; nemo_rl.save_by_job_end turned on where the node is to set it."""
+    decision = deadline.decide(draft.spec, cfg, time_limited=time_limited)
+    if decision.manage and draft.spec.nemo_rl.save_by_job_end is None:
+        _set(draft, "nemo_rl.save_by_job_end", True, "nemo_rl.checkpoint_margin_min")
+    draft.notes.extend(decision.notes)
+    return list(decision.warnings)
 
 
 def _job_fits(draft: _Draft, layout: Layout) -> list[str]:

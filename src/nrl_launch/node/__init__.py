@@ -26,7 +26,21 @@ MARKER = (
 _DIR = Path(__file__).parent
 
 # What each kind runs, in order: helpers, then the node steps, then the kind's own part.
-_RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "stall.sh", "snapshot.sh", "driver.sh")
+_RAY = (
+    "common.sh",
+    "cluster.sh",
+    "topology.sh",
+    "ray.sh",
+    "stall.sh",
+    "snapshot.sh",
+    "deadline.sh",
+    "driver.sh",
+)
+
+# The driver's start-up shim (deadline.sh writes it as sitecustomize.py): Python, carried in the
+# program as the text of one function, after deadline.sh.
+_SHIM = _DIR / "save_by_shim.py"
+_SHIM_END = "NRL_SAVE_BY_SHIM"
 _FILES: dict[str, tuple[str, ...]] = {
     "slurm": (*_RAY, "container.sh", "pyxis.sh", "reuse.sh", "secrets.sh"),
     "local": (*_RAY, "head_here.sh"),
@@ -43,8 +57,24 @@ def files(kind: Kind, *, sandbox: bool = False) -> list[Path]:
 
 @functools.cache
 def program(kind: Kind, *, sandbox: bool = False) -> str:
-    """`kind`'s node program: its files joined, each verbatim, a blank line between them."""
-    return "\n".join(path.read_text(encoding="utf-8") for path in files(kind, sandbox=sandbox))
+    """`kind`'s node program: its files joined, each verbatim, a blank line between them (and
+    after deadline.sh, `save_by_shim_source`, which prints save_by_shim.py)."""
+    texts = []
+    for path in files(kind, sandbox=sandbox):
+        texts.append(path.read_text(encoding="utf-8"))
+        if path.name == "deadline.sh":
+            texts.append(_shim_function())
+    return "\n".join(texts)
+
+
+def _shim_function() -> str:
+    shim = _SHIM.read_text(encoding="utf-8")
+    if _SHIM_END in shim:
+        raise ValueError(f"{_SHIM.name} holds {_SHIM_END}, which would end its heredoc early")
+    return (
+        "# The driver's start-up shim (nrl_launch/node/save_by_shim.py), printed verbatim.\n"
+        f"save_by_shim_source() {{\n  cat <<'{_SHIM_END}'\n{shim}{_SHIM_END}\n}}\n"
+    )
 
 
 def job_script(header: str, kind: Kind, *, sandbox: bool = False) -> str:

@@ -9,7 +9,9 @@ run_driver() {
   NRL_JOB_START_EPOCH=$(awk '$1 == "started" { print $2; exit }' "$NRL_LOG_DIR/timeline")
   NRL_RAY_READY_EPOCH=$(date +%s.%N)
   export NRL_JOB_START_EPOCH NRL_RAY_READY_EPOCH
-  (cd -- "$workdir" && snapshot_env && exec "${limit[@]}" "${NRL_DRIVER[@]}") >>"$NRL_LOG_DIR/ray-driver.log" 2>&1 &
+  save_by_setup # NeMo RL's save deadline, from the job's end (deadline.sh)
+  (cd -- "$workdir" && snapshot_env && save_by_env && exec "${limit[@]}" "${NRL_DRIVER[@]}" "${NRL_SAVE_BY_ARGS[@]}") \
+    >>"$NRL_LOG_DIR/ray-driver.log" 2>&1 &
   NRL_DRIVER_PID=$!
   watch_driver "$NRL_DRIVER_PID"
   if kill -0 "$NRL_DRIVER_PID" 2>/dev/null; then

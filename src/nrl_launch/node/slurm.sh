@@ -27,8 +27,12 @@ batch_main() {
     log "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount"
     exit 1
   fi
-  local submitted
-  submitted=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p') || true
+  local shown submitted
+  shown=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || true
+  submitted=$(sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p' <<<"$shown")
+  # When Slurm ends the job: its steps (the driver's) count NeMo RL's save deadline from it.
+  NRL_JOB_END_EPOCH=$(job_end_epoch "$shown")
+  export NRL_JOB_END_EPOCH
   start_log_dir job.sbatch "$(date -d "${submitted:-now}" +%s 2>/dev/null || date +%s)"
   make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; exit 1; }
   # scancel, the time limit, a requeue and preemption send SIGTERM: say so, then let the

@@ -7,6 +7,7 @@ sees at 2 a.m. (see `describe.describe_errors`). `launch.LaunchSpec` puts the se
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -362,6 +363,9 @@ DEFAULT_DRIVERS = {
 }
 
 
+_MODULE_CLASS = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
 class NemoRLSpec(SpecBase):
     """The NeMo RL config the job trains with. nrl-launch reads it to size and check the job
     before queueing, and with a recipe builds the driver command itself."""
@@ -373,14 +377,31 @@ class NemoRLSpec(SpecBase):
     # How a driver is started: NeMo RL's drivers run under uv, which builds their venv.
     launcher: tuple[NonEmpty, ...] = ("uv", "run")
     check: bool = True
-    # With checkpointing on, the driver must save this long before the time limit.
+    # With checkpointing on, the driver must save this long before the job's end.
     checkpoint_margin_min: Int = Field(default=15, ge=1)
+    # Whether the node gives the driver checkpoint_must_save_by counted back from the job's end
+    # when it starts (node/deadline.sh). None: nrl-launch decides (a recipe with checkpointing
+    # on, on a backend with a time limit, whose config does not set it); true: a driver
+    # command of the job's own that runs NeMo RL gets it too.
+    save_by_job_end: bool | None = None
+    # The timer whose clock the node's start-up shim makes count from the job's end: NeMo RL's
+    # (module:Class; a fork may have its own).
+    timer_class: NonEmpty = "nemo_rl.utils.timer:TimeoutChecker"
 
     @field_validator("drivers", mode="before")
     @classmethod
     def _over_defaults(cls, value: Any) -> Any:
         # A profile that renames one driver keeps the others.
         return {**DEFAULT_DRIVERS, **value} if isinstance(value, dict) else value
+
+    @field_validator("timer_class")
+    @classmethod
+    def _module_class(cls, value: str) -> str:
+        if not _MODULE_CLASS.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not module:Class, e.g. nemo_rl.utils.timer:TimeoutChecker"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> NemoRLSpec:
