@@ -82,6 +82,8 @@ def status(
     else:
         for s in found:
             output.emit_text(_line(s))
+            for line in s.earlier_tries:
+                output.emit_text(f"    {line}")
             for line in s.driver_tail:
                 output.emit_text(f"    | {line}")
     return 0

@@ -32,6 +32,7 @@ from nrl_launch.cli.options import (
     Qos,
     Quiet,
     Reservation,
+    Retries,
     Secrets,
     Sets,
     Time,
@@ -82,6 +83,7 @@ def submit(
     constraint: Constraint = None,
     reservation: Reservation = None,
     exclude: Exclude = None,
+    retries: Retries = None,
     container: Container = None,
     container_runtime: ContainerRuntime = None,
     mount: Mounts = None,
@@ -104,11 +106,17 @@ def submit(
         raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
     prepared = flags.prepare()
     spec = prepared.spec
+    from nrl_launch.jobs import retries as tries
+
+    tries.check(spec, chain)
     if chain is not None:  # the command's own mistakes first, then the machine's
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
     container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    records = [launch(spec) for _ in range(chain or 1)]
+    if spec.slurm.retries:
+        records = [tries.launch_run(spec)]
+    else:
+        records = [launch(spec) for _ in range(chain or 1)]
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)
     if chain is not None:
@@ -122,6 +130,14 @@ def submit(
             f"Submitted job {job_id} ({spec.slurm.nodes} node(s)); logs in {rec.log_dir}\n"
             + queued.next_steps(job_id)
         )
+        if rec.tries:
+            spares = " ".join(t.job_id for t in rec.tries[1:])
+            text = (
+                f"Submitted job {job_id} ({spec.slurm.nodes} node(s)), try 1 of "
+                f"{len(rec.tries)}; the spare tries {spares} start only if the try before "
+                f"fails for a cause another try can fix; logs in {rec.log_dir}\n"
+                + queued.next_steps(job_id)
+            )
         if spec.interactive:
             attach_script = f"{rec.log_dir}/{job_id}-attach.sh"
             text += (
@@ -130,6 +146,8 @@ def submit(
                 f"  Stop it with nrl-launch stop {job_id}"
             )
     extra = {"chain": [r.job_id for r in records]} if chain is not None else None
+    if rec.tries:
+        extra = {"tries": [t.job_id for t in rec.tries]}
     return queued.report(
         "submit", records, text, quiet=quiet, json=flags.json, wait=wait, extra=extra
     )

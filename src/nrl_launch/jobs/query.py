@@ -52,10 +52,14 @@ def statuses(
     """Each job's status: one query per backend (one squeue for every Slurm job), joined with
     its log dir; with `causes`, a failed job's logs are searched for a known cause. Raises
     SchedulerError when a backend does not answer."""
+    from nrl_launch.jobs import retries
+
+    jobs = retries.expand(records)  # a --retries run: every try, in the same one query
     views: dict[str, SchedulerView] = {}
-    for name, group in by_backend(records).items():
+    for name, group in by_backend(jobs).items():
         views |= backends.get(name).describe(group)
-    return [_status(rec, views.get(rec.job_id), tail, causes) for rec in records]
+    each = {rec.job_id: _status(rec, views.get(rec.job_id), tail, causes) for rec in jobs}
+    return [retries.merged(rec, each) for rec in records]
 
 
 def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
@@ -63,9 +67,10 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
     without the logs' tails and causes. A backend that does not answer leaves its jobs
     UNKNOWN, with one warning, instead of hiding the others' states."""
     from nrl_launch import output
+    from nrl_launch.jobs import retries
 
     found: dict[str, JobStatus] = {}
-    for name, group in by_backend(records).items():
+    for name, group in by_backend(retries.expand(records)).items():
         try:
             views = backends.get(name).describe(group)
         except NrlLaunchError as exc:  # its scheduler failed, or its SDK is not installed here
@@ -73,7 +78,7 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
             found |= {r.job_id: _unanswered(r, name) for r in group}
             continue
         found |= {r.job_id: _status(r, views.get(r.job_id), 0, False) for r in group}
-    return [found[rec.job_id] for rec in records]
+    return [retries.merged(rec, found) for rec in records]
 
 
 def _unanswered(rec: JobRecord, backend: str) -> JobStatus:

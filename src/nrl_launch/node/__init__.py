@@ -28,7 +28,7 @@ _DIR = Path(__file__).parent
 # What each kind runs, in order: helpers, then the node steps, then the kind's own part.
 _RAY = ("common.sh", "cluster.sh", "topology.sh", "ray.sh", "driver.sh")
 _FILES: dict[str, tuple[str, ...]] = {
-    "slurm": (*_RAY, "container.sh", "pyxis.sh", "secrets.sh"),
+    "slurm": (*_RAY, "container.sh", "pyxis.sh", "secrets.sh", "retries.sh"),
     "local": (*_RAY, "head_here.sh"),
     "lepton": (*_RAY, "head_here.sh"),
 }

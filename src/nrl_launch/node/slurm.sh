@@ -27,13 +27,14 @@ batch_main() {
     log "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount"
     exit 1
   fi
+  retry_check_previous
   local submitted
   submitted=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p') || true
   start_log_dir job.sbatch "$(date -d "${submitted:-now}" +%s 2>/dev/null || date +%s)"
-  make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; exit 1; }
+  make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; retry_decide 1; exit 1; }
   # scancel, the time limit, a requeue and preemption send SIGTERM: say so, then let the
   # steps stop Ray.
-  trap 'end_job "Slurm stopped the job (cancelled, time limit, requeue or preemption)"; phase ended; exit 143' TERM
+  trap 'end_job "Slurm stopped the job (cancelled, time limit, requeue or preemption)"; phase ended; retry_decide 143; exit 143' TERM
 
   local nodes
   mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -93,6 +94,7 @@ batch_main() {
   log "job ended with exit code $rc: $(<"$NRL_LOG_DIR/ENDED")"
   if [[ $NRL_CONTAINER_RUNTIME == pyxis ]]; then remove_containers; fi
   forget_secrets
+  retry_decide "$rc"
   exit "$rc"
 }
 
