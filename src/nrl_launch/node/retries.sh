@@ -39,7 +39,10 @@ retry_verdict() {
       CANCELLED*) verdict=stop why="the try was cancelled" ;;
       TIMEOUT*) why="the try reached its time limit" ;;
       NODE_FAIL*) why="Slurm lost a node of the try (NODE_FAIL)" ;;
-      PREEMPTED* | REQUEUE*) why="Slurm preempted the try" ;;
+      # Requeued (PreemptMode=REQUEUE), the try runs again under its own id and its spares
+      # wait on: a verdict to retry changes nothing for them. Cancelled (PreemptMode=CANCEL),
+      # Slurm starts the next try.
+      PREEMPTED* | REQUEUE* | PENDING*) why="Slurm preempted the try" ;;
       "") [[ -n $ended ]] || verdict=stop ;;
       *) verdict=stop why="$why (Slurm: ${state%% *})" ;;
     esac
