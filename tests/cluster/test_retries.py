@@ -147,3 +147,21 @@ def test_a_driver_that_fails_at_once_is_not_retried(cli: Cli, cluster_job: list[
     # One line in list for the run.
     listed = json.loads(cli("list", "--json").out)["jobs"]
     assert [job["job_id"] for job in listed] == [run_id]
+
+
+def test_a_bare_scancel_of_the_running_try_cancels_the_spares(
+    cli: Cli, cluster_job: list[str]
+) -> None:
+    """afternotok takes CANCELLED for a failure: without the batch step's verdict, Slurm would
+    start the spare as soon as the user scancels the running try."""
+    sleeper = ["--", "python", "-c", "import ray, time; ray.init(address='auto'); time.sleep(600)"]
+    result = cli("submit", "--json", "--retries", "1", "--nodes", "1", *cluster_job, *sleeper)
+    assert result.code == 0, result.err
+    run_id, spare = json.loads(result.out)["tries"]
+    wait_until(lambda: "driver running" in job_status(cli, run_id)["detail"], 300)
+    subprocess.run(["scancel", run_id], check=True)
+    wait_until(lambda: _squeue_states([run_id, spare]).get(spare) == "CANCELLED", 60)
+    final = job_status(cli, run_id)
+    assert final["phase"] == "CANCELLED" and final["try_index"] == 1, final
+    assert "not retried: the try was cancelled" in final["detail"]
+    assert not (Path(final["log_dir"]).parent / f"{spare}-logs").exists()

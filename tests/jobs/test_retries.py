@@ -170,3 +170,19 @@ def test_retries_that_cannot_be_are_refused(
     assert len(result.err.strip().splitlines()) == 1
     assert message in result.err
     assert not slurm.calls("sbatch")
+
+
+def test_logs_of_the_run_are_its_current_try_s(cli: Cli, queued: FakeSlurm, isolated: Path) -> None:
+    _ended(isolated / "100-logs", "stalled: no step in 1800 s", "retry||stalled: no step")
+    (isolated / "100-logs" / "ray-driver.log").write_text("try one\n")
+    (isolated / "101-logs").mkdir()
+    (isolated / "101-logs" / "ray-driver.log").write_text("try two\n")
+    queued.answer(
+        "squeue",
+        stdout="100|FAILED|NonZeroExitCode|2|node[0-1]\n101|RUNNING|None|2|node[0,2]\n"
+        "102|PENDING|Dependency|2|\n",
+    )
+    queued.answer("sacct", stdout="100|FAILED|1:0\n")
+    result = cli("logs", "100")
+    assert result.code == 0, result.err
+    assert "try two" in result.out and "try one" not in result.out
