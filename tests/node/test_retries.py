@@ -159,12 +159,17 @@ def test_a_job_that_is_no_try_decides_nothing(tmp_path: Path) -> None:
     assert not (log_dir / "RETRY").exists()
 
 
-def _spare(tmp_path: Path, verdict: str | None) -> subprocess.CompletedProcess[str]:
-    """Try 2 (job 101) starting after try 1 (job 100), whose verdict is `verdict`."""
+def _spare(
+    tmp_path: Path, verdict: str | None, ended: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Try 2 (job 101) starting after try 1 (job 100), whose verdict is `verdict` and whose
+    ENDED says `ended`."""
     base = tmp_path / "submit"  # the job's logs.base_dir is ".", the dir it was submitted from
     (base / "100-logs").mkdir(parents=True)
     if verdict is not None:
         (base / "100-logs" / "RETRY").write_text(verdict + "\n")
+    if ended is not None:
+        (base / "100-logs" / "ENDED").write_text(ended + "\n")
     bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
@@ -189,3 +194,16 @@ def test_a_spare_after_a_try_that_could_not_say_goes_on(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "going-on" in done.stdout
     assert "it left no verdict" in done.stdout
+
+
+def test_a_spare_decides_for_a_try_that_ended_but_could_not_decide(tmp_path: Path) -> None:
+    """Try 1 wrote ENDED, then its first node died before its batch step wrote a verdict."""
+    done = _spare(tmp_path, None, "the setup command failed on node 1 (node1)")
+    assert "going-on" not in done.stdout
+    assert "try 1 (job 100) not retried: the setup command failed" in done.stdout
+
+
+def test_a_spare_goes_on_after_a_try_whose_end_another_try_can_fix(tmp_path: Path) -> None:
+    done = _spare(tmp_path, None, RAY_LOST)
+    assert "going-on" in done.stdout
+    assert f"try 1 (job 100) ended: {RAY_LOST}" in done.stdout

@@ -78,6 +78,21 @@ job_field() {
   [[ $value == "(null)" ]] || printf '%s' "$value"
 }
 
+# The verdict on the try whose log dir is $1 and job id $2, ended with exit code $3; a driver
+# failing within $4 seconds is its own error. Its driver's run time is from its timeline.
+verdict_of() {
+  local dir=$1 ended="" state started="" finished="" ran=""
+  [[ ! -e $dir/ENDED ]] || read -r ended <"$dir/ENDED" || true
+  state=$(job_field "$2" JobState)
+  read -r started finished < <(awk '$1 == "driver_started" { s = $2 } $1 == "driver_ended" { e = $2 }
+    END { print s, e }' "$dir/timeline" 2>/dev/null) || true
+  if [[ $started =~ ^[0-9]+ ]]; then
+    [[ $finished =~ ^[0-9]+ ]] || finished=$EPOCHSECONDS
+    ran=$((${finished%%.*} - ${started%%.*}))
+  fi
+  retry_verdict "$3" "$ended" "$state" "$ran" "$4"
+}
+
 # At the end of a try (exit code $1): the verdict, written to RETRY and acted on. Retryable:
 # the next try will not get the node the cause names (nor any an earlier try excluded).
 # Otherwise no further try will start: the pending ones are cancelled (afternotok would leave
@@ -85,14 +100,10 @@ job_field() {
 retry_decide() {
   retrying || return 0
   [[ ! -e $NRL_LOG_DIR/RETRY ]] || return 0
-  local try tries within ended="" state ran="" verdict node why later=() started
+  local try tries within verdict node why later=()
   read -r try tries _ within <<<"$NRL_RETRY"
   [[ $within =~ ^[0-9]+$ ]] || within=600
-  [[ ! -e $NRL_LOG_DIR/ENDED ]] || read -r ended <"$NRL_LOG_DIR/ENDED" || true
-  state=$(job_field "$SLURM_JOB_ID" JobState)
-  started=$(awk '$1 == "driver_started" { t = $2 } END { print t }' "$NRL_LOG_DIR/timeline" 2>/dev/null) || true
-  if [[ $started =~ ^[0-9]+ ]]; then ran=$((EPOCHSECONDS - ${started%%.*})); fi
-  IFS='|' read -r verdict node why < <(retry_verdict "$1" "$ended" "$state" "$ran" "$within")
+  IFS='|' read -r verdict node why < <(verdict_of "$NRL_LOG_DIR" "$SLURM_JOB_ID" "$1" "$within")
   mapfile -t later < <(later_tries)
   if [[ $verdict == retry ]] && ((${#later[@]})); then
     local excluded
@@ -122,8 +133,8 @@ retry_decide() {
 # more; a try it said not to retry ends here, without starting Ray, and says why in its output.
 retry_check_previous() {
   retrying || return 0
-  local try tries prev dir verdict="" node why="" later=()
-  read -r try tries prev _ <<<"$NRL_RETRY"
+  local try tries prev within dir verdict="" node why="" later=()
+  read -r try tries prev within <<<"$NRL_RETRY"
   [[ $prev =~ ^[0-9]+$ ]] || return 0
   local base=$NRL_BASE_LOG_DIR
   [[ $base == /* ]] || base="$SLURM_SUBMIT_DIR/$base"
@@ -136,8 +147,13 @@ retry_check_previous() {
     [[ $run =~ ^[0-9]+$ ]] && ((run > n)) && n=$run
   done
   ((n < 0)) || dir=$base/$prev-$n-logs
-  if [[ -n $dir && -f $dir/RETRY ]]; then
+  if [[ -f $dir/RETRY ]]; then
     IFS='|' read -r verdict node why <"$dir/RETRY" || true
+  elif [[ -f $dir/ENDED ]]; then
+    # It ended, but its batch step could not decide (its first node died, say): decided here,
+    # by the same rules. (Slurm started this try, so that one failed.)
+    IFS='|' read -r verdict node why < <(verdict_of "$dir" "$prev" 1 "${within:-600}")
+    [[ $verdict == stop ]] && why="not retried: $why"
   fi
   if [[ $verdict == "done" || $verdict == stop ]]; then
     mapfile -t later < <(later_tries)
