@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,7 @@ def test_a_lost_worker_is_retried_without_its_node_and_resumes(
     }  # the node that is not the head
     pids = node_pids(worker, "raylet")
     assert pids
+    killed_at = time.time()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
 
@@ -99,6 +102,15 @@ def test_a_lost_worker_is_retried_without_its_node_and_resumes(
     second_logs = Path(final["log_dir"])
     assert second_logs != first_logs
     assert worker not in _nodes(second_logs)
+    phases = json.loads((second_logs / "timings.json").read_text())
+    at = phases["submitted_at"] + phases["phases"]["started"]
+    driver_at = phases["submitted_at"] + phases["phases"]["driver_started"]
+    # Past pytest's capture: shown with -s.
+    print(
+        f"retries: raylet killed -> try 2 started in {at - killed_at:.1f} s, its driver in "
+        f"{driver_at - killed_at:.1f} s",
+        file=sys.__stderr__,
+    )
     # try 1's verdict named the node; try 2's said it completed
     assert (first_logs / "RETRY").read_text().startswith(f"retry|{worker}|")
     assert (second_logs / "RETRY").read_text().startswith("done|")

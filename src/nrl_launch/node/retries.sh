@@ -105,7 +105,7 @@ retry_decide() {
   [[ $within =~ ^[0-9]+$ ]] || within=600
   IFS='|' read -r verdict node why < <(verdict_of "$NRL_LOG_DIR" "$SLURM_JOB_ID" "$1" "$within")
   mapfile -t later < <(later_tries)
-  if [[ $verdict == retry ]] && ((${#later[@]})); then
+  if [[ $verdict == retry && -n ${later[0]:-} ]]; then
     local excluded
     excluded=$(job_field "$SLURM_JOB_ID" ExcNodeList)
     [[ -z $node ]] || excluded+="${excluded:+,}$node"
@@ -119,7 +119,7 @@ retry_decide() {
     log "try $try/$tries failed ($why)"
   else
     [[ $verdict == "done" ]] || why="not retried: $why"
-    if ((${#later[@]})); then
+    if [[ -n ${later[0]:-} ]]; then
       scancel "${later[@]}" || true
       log "try $try/$tries: ${why}; cancelled the tries after it: ${later[*]}"
     fi
@@ -157,7 +157,7 @@ retry_check_previous() {
   fi
   if [[ $verdict == "done" || $verdict == stop ]]; then
     mapfile -t later < <(later_tries)
-    ((!${#later[@]})) || scancel "${later[@]}" || true
+    [[ -z ${later[0]:-} ]] || scancel "${later[@]}" || true
     log "try $try/$tries does not run: try $((try - 1)) (job $prev) ${why:-said not to retry}"
     exit 0
   fi
