@@ -173,6 +173,7 @@ def test_a_bare_scancel_of_the_running_try_cancels_the_spares(
     wait_until(lambda: "driver running" in job_status(cli, run_id)["detail"], 300)
     subprocess.run(["scancel", run_id], check=True)
     wait_until(lambda: _squeue_states([run_id, spare]).get(spare) == "CANCELLED", 60)
+    wait_until(lambda: job_status(cli, run_id)["phase"] in TERMINAL, 60)
     final = job_status(cli, run_id)
     assert final["phase"] == "CANCELLED" and final["try_index"] == 1, final
     assert "not retried: the try was cancelled" in final["detail"]
