@@ -46,10 +46,10 @@ def attach(
     environment, with RAY_ADDRESS set to its Ray cluster; exits with CMD's exit code."""
     del json  # main() prints an error as JSON; CMD's own output is CMD's
     from nrl_launch import runner
-    from nrl_launch.jobs import query, record, retries
+    from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir
 
-    rec = retries.current(record.load(job_id, paths.state_dir(os.environ)))
+    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "attach")
     record.require_ray(rec, "attach")
     index = rec.node_index(node)

@@ -30,9 +30,9 @@ def dashboard(
 ) -> int:
     """Print the head node, the dashboard port and the `ssh -L` command for a laptop."""
     from nrl_launch import backends
-    from nrl_launch.jobs import query, record, retries
+    from nrl_launch.jobs import query, record
 
-    rec = retries.current(record.load(job_id, paths.state_dir(os.environ)))
+    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
     port = _port(rec)

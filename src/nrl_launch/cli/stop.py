@@ -35,11 +35,11 @@ def stop(
 ) -> int:
     """Stop jobs gracefully: a batch job's driver gets SIGTERM (and 30 s), Ray stops on every
     node, and the job ends COMPLETED."""
-    from nrl_launch.jobs import query, record, retries
+    from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir
 
     state = paths.state_dir(os.environ)
-    records = [retries.current(record.load(job_id, state)) for job_id in job_ids]
+    records = [query.current_try(record.load(job_id, state)) for job_id in job_ids]
     # Every job is checked before any is stopped: all of them, or none and one clear line.
     for rec in records:
         record.require_ray(rec, "stop", f"; nrl-launch cancel {rec.job_id} ends it")

@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 
 from nrl_launch import backends
 from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
+from nrl_launch.jobs import retries
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
 from nrl_launch.jobs.status import (
@@ -28,6 +29,7 @@ __all__ = [
     "Backoff",
     "Poller",
     "StatusPoller",
+    "current_try",
     "exit_code_of",
     "head_node",
     "overview",
@@ -52,8 +54,6 @@ def statuses(
     """Each job's status: one query per backend (one squeue for every Slurm job), joined with
     its log dir; with `causes`, a failed job's logs are searched for a known cause. Raises
     SchedulerError when a backend does not answer."""
-    from nrl_launch.jobs import retries
-
     jobs = retries.expand(records)  # a --retries run: every try, in the same one query
     views: dict[str, SchedulerView] = {}
     for name, group in by_backend(jobs).items():
@@ -67,7 +67,6 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
     without the logs' tails and causes. A backend that does not answer leaves its jobs
     UNKNOWN, with one warning, instead of hiding the others' states."""
     from nrl_launch import output
-    from nrl_launch.jobs import retries
 
     found: dict[str, JobStatus] = {}
     for name, group in by_backend(retries.expand(records)).items():
@@ -224,6 +223,15 @@ def require_network(rec: JobRecord, command: str) -> None:
             f"{command}: job {rec.job_id} runs on {rec.backend}, whose network this machine is "
             "not in: use the scheduler's own console (for Lepton: its web console or `lep job`)"
         )
+
+
+def current_try(rec: JobRecord) -> JobRecord:
+    """The job a command that acts on a running job (attach, logs, stop, dashboard) means: a
+    --retries run's current try (one scheduler query); any other job is itself."""
+    if not rec.tries:
+        return rec
+    found = statuses([rec], tail=0, causes=False)[0]
+    return retries.expand([rec])[(found.try_index or 1) - 1]
 
 
 def require_running(rec: JobRecord, action: str) -> JobStatus:

@@ -25,7 +25,6 @@ __all__ = [
     "RETRY_VAR",
     "Verdict",
     "check",
-    "current",
     "expand",
     "launch_run",
     "merged",
@@ -106,17 +105,6 @@ def expand(records: Sequence[JobRecord]) -> list[JobRecord]:
             for t in rec.tries
         ]
     return found
-
-
-def current(rec: JobRecord) -> JobRecord:
-    """The job a command that acts on a running job (attach, logs, stop, dashboard) means: a
-    run's current try (one scheduler query); any other job is itself."""
-    if not rec.tries:
-        return rec
-    from nrl_launch.jobs import query
-
-    found = query.statuses([rec], tail=0, causes=False)[0]
-    return expand([rec])[(found.try_index or 1) - 1]
 
 
 def read_verdict(log_dir: str | Path | None) -> Verdict | None:
