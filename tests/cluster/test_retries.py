@@ -176,5 +176,5 @@ def test_a_bare_scancel_of_the_running_try_cancels_the_spares(
     wait_until(lambda: job_status(cli, run_id)["phase"] in TERMINAL, 60)
     final = job_status(cli, run_id)
     assert final["phase"] == "CANCELLED" and final["try_index"] == 1, final
-    assert "not retried: the try was cancelled" in final["detail"]
+    assert "not retried: the try was cancelled (Slurm: " in final["detail"]
     assert not (Path(final["log_dir"]).parent / f"{spare}-logs").exists()

@@ -59,6 +59,7 @@ NO_SECRET = "the secret HF_TOKEN is not in the job's environment on node 1 (node
         (3, "driver exited with code 3", "RUNNING", "601", "retry", ""),
         # Slurm stopped it: which way, Slurm's state says
         (143, STOPPED, "CANCELLED", "", "stop", ""),
+        (143, STOPPED, "COMPLETING", "", "stop", ""),  # a scancel, as the batch step sees it
         (143, NODE_STOPPED, "TIMEOUT", "", "retry", ""),
         (143, STOPPED, "NODE_FAIL", "", "retry", ""),
         (143, STOPPED, "PREEMPTED", "", "retry", ""),

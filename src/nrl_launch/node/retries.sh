@@ -36,7 +36,8 @@ retry_verdict() {
     $ended == "Slurm stopped the job"* || -z $ended ]]; then
     # Which of these it was, Slurm says.
     case ${state%% *} in
-      CANCELLED*) verdict=stop why="the try was cancelled" ;;
+      # A scancel reads COMPLETING by the time the batch step hears it (seen on 22.05).
+      CANCELLED* | COMPLETING*) verdict=stop why="the try was cancelled (Slurm: ${state%% *})" ;;
       TIMEOUT*) why="the try reached its time limit" ;;
       NODE_FAIL*) why="Slurm lost a node of the try (NODE_FAIL)" ;;
       # Requeued (PreemptMode=REQUEUE), the try runs again under its own id and its spares
