@@ -446,6 +446,24 @@ CASES: list[Case] = [
         ["--chain: the local backend has no scheduler to chain jobs on"],
     ),
     Case(
+        "retries-negative",
+        [*SUBMIT, "--retries", "-1", *CMD],
+        BAD_INPUT,
+        ["slurm.retries"],
+    ),
+    Case(
+        "retries-local",
+        ["submit", "--backend", "local", "--retries", "1", *CMD],
+        BAD_INPUT,
+        ["slurm.retries: backend local cannot retry a job"],
+    ),
+    Case(
+        "retries-with-chain",
+        [*SUBMIT, "--retries", "1", "--chain", "2", *CMD],
+        BAD_INPUT,
+        ["--retries with --chain: "],
+    ),
+    Case(
         "set-without-value",
         [*SUBMIT, "--set", "slurm.nodes", *CMD],
         BAD_INPUT,

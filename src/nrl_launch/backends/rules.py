@@ -25,6 +25,14 @@ def _slurm(spec: LaunchSpec) -> None:
     """Slurm runs every spec that validates."""
 
 
+def _no_retries(spec: LaunchSpec) -> None:
+    if spec.slurm.retries:
+        raise ValueError(
+            f"slurm.retries: backend {spec.backend} cannot retry a job (Slurm starts the spare "
+            "tries, with afternotok dependencies); use --backend slurm, or --retries 0"
+        )
+
+
 def _no_sandbox(spec: LaunchSpec) -> None:
     if spec.sandbox is not None:
         raise ValueError(
@@ -51,6 +59,7 @@ def _local(spec: LaunchSpec) -> None:
             "plugin); use --container-runtime none"
         )
     _no_sandbox(spec)
+    _no_retries(spec)
 
 
 # Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit
@@ -64,6 +73,7 @@ def _lepton(spec: LaunchSpec) -> None:
     """What a job needs to run on Lepton: where (shape, node group), its image, and a log dir
     on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
     lepton, name = spec.lepton, spec.slurm.job_name
+    _no_retries(spec)
     if spec.ray.dedicated_head:
         raise ValueError(
             "ray.dedicated_head: not on lepton (its workers are all of one GPU shape); drop "

@@ -415,7 +415,12 @@ class SlurmBackend:
         # was run with, is its owner's alone, as the job's own files are. Secrets that travel
         # in a file are not in the environment Slurm keeps. The request's own variables (the
         # spec) reach the batch step through --export=ALL, as the rest of this environment does.
-        env = {k: v for k, v in os.environ.items() if k not in request.withheld}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            # NRL_RETRY: which try of a --retries run a job is; never one a shell inherited.
+            if k not in request.withheld and k != "NRL_RETRY"
+        }
         env.update(request.environment)
         done = runner.run(list(request.argv), umask=0o077, env=env)
         queued = done.stdout.strip().split(";")[0]  # --parsable: ID or ID;CLUSTER

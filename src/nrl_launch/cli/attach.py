@@ -49,7 +49,7 @@ def attach(
     from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir
 
-    rec = record.load(job_id, paths.state_dir(os.environ))
+    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "attach")
     record.require_ray(rec, "attach")
     index = rec.node_index(node)

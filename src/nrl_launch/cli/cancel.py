@@ -38,7 +38,10 @@ def cancel(
     except SchedulerError as exc:  # cancelling matters more than knowing which have ended
         output.warn(f"{exc.message}; cancelling without knowing which jobs have ended")
     live = [rec for rec in records if rec.job_id not in ended]
-    for name, group in record.by_backend(live).items():
+    from nrl_launch.jobs import retries
+
+    # A --retries run: every try, the pending spares too (else Slurm would start the next).
+    for name, group in record.by_backend(retries.expand(live)).items():
         for job_id in backends.get(name).cancel(group):  # it ended since it was asked
             ended[job_id] = "ended just now"
     cancelled = [rec.job_id for rec in live if rec.job_id not in ended]

@@ -32,7 +32,7 @@ def dashboard(
     from nrl_launch import backends
     from nrl_launch.jobs import query, record
 
-    rec = record.load(job_id, paths.state_dir(os.environ))
+    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
     port = _port(rec)

@@ -74,12 +74,12 @@ def logs(
     cancelled or timed out. For a job Slurm no longer knows (its accounting purged), the exit
     code its log dir records (ENDED, exit_code); with none recorded, one line and exit 4."""
     from nrl_launch import backends
-    from nrl_launch.jobs import record
+    from nrl_launch.jobs import query, record
     from nrl_launch.jobs.status import find_log_dir
 
     if follow and json:
         raise UsageError("--follow and --json cannot be combined: --json prints one object once")
-    rec = record.load(job_id, paths.state_dir(os.environ))
+    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     job_id = rec.job_id  # a name was given, maybe
     path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
     backend = backends.get(rec.backend)

@@ -51,6 +51,7 @@ __all__ = [
     "Qos",
     "Quiet",
     "Reservation",
+    "Retries",
     "Secrets",
     "Sets",
     "Time",
@@ -268,6 +269,17 @@ Exclude = Annotated[
         metavar="NODES",
     ),
 ]
+Retries = Annotated[
+    int | None,
+    _option(
+        "--retries",
+        help="Spare tries Slurm starts when a try fails for a cause another try can fix (a "
+        "node or its Ray lost, a stall, preemption); each resumes from the newest checkpoint "
+        "(slurm.retries).",
+        panel=_SLURM,
+        metavar="N",
+    ),
+]
 Container = Annotated[
     str | None,
     _option(
@@ -372,6 +384,7 @@ _KEYED = {
     "constraint": ("slurm.constraint", "--constraint"),
     "reservation": ("slurm.reservation", "--reservation"),
     "exclude": ("slurm.exclude", "--exclude"),
+    "retries": ("slurm.retries", "--retries"),
     "container": ("container.image", "--container"),
     "container_runtime": ("container.runtime", "--container-runtime"),
     "mount": ("container.mounts", "--mount"),
@@ -398,6 +411,7 @@ def job_flags(
     constraint: str | None = None,
     reservation: str | None = None,
     exclude: str | None = None,
+    retries: int | None = None,
     container: str | None = None,
     container_runtime: str | None = None,
     mount: list[str] | None = None,
@@ -426,6 +440,7 @@ def job_flags(
         "constraint": constraint,
         "reservation": reservation,
         "exclude": exclude,
+        "retries": retries,
         "container": container,
         "container_runtime": container_runtime,
         "mount": mount,

@@ -82,12 +82,20 @@ def status(
         show_table(records, found)
     else:
         for r, s in zip(records, found, strict=True):
-            output.emit_text(_line(s))
-            if code := code_object(r)["code"]:
-                output.emit_text(f"    {code['line']}")
-            for line in s.driver_tail:
-                output.emit_text(f"    | {line}")
+            output.emit_text(_details(r, s))
     return 0
+
+
+def _details(rec: JobRecord, s: JobStatus) -> str:
+    """One job's status line, then its code, its earlier tries and the driver's last lines."""
+    code = code_object(rec)["code"]
+    lines = [
+        _line(s),
+        *([f"    {code['line']}"] if code else []),
+        *(f"    {line}" for line in s.earlier_tries),
+        *(f"    | {line}" for line in s.driver_tail),
+    ]
+    return "\n".join(lines)
 
 
 def all_records() -> list[JobRecord]:

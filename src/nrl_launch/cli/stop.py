@@ -39,7 +39,7 @@ def stop(
     from nrl_launch.jobs.status import find_log_dir
 
     state = paths.state_dir(os.environ)
-    records = [record.load(job_id, state) for job_id in job_ids]
+    records = [query.current_try(record.load(job_id, state)) for job_id in job_ids]
     # Every job is checked before any is stopped: all of them, or none and one clear line.
     for rec in records:
         record.require_ray(rec, "stop", f"; nrl-launch cancel {rec.job_id} ends it")

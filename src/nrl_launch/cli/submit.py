@@ -32,6 +32,7 @@ from nrl_launch.cli.options import (
     Qos,
     Quiet,
     Reservation,
+    Retries,
     Secrets,
     Sets,
     Time,
@@ -85,6 +86,7 @@ def submit(
     constraint: Constraint = None,
     reservation: Reservation = None,
     exclude: Exclude = None,
+    retries: Retries = None,
     container: Container = None,
     container_runtime: ContainerRuntime = None,
     mount: Mounts = None,
@@ -116,6 +118,9 @@ def submit(
         raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
     prepared = flags.prepare()
     spec = prepared.spec
+    from nrl_launch.jobs import retries as tries
+
+    tries.check(spec, chain)
     if chain is not None:  # the command's own mistakes first, then the machine's
         spec = _chained(spec, prepared.checkpointing)
     # Before anything is written: pyxis would fail these on every node, after the queue.
@@ -123,7 +128,10 @@ def submit(
     spec, code = _frozen(spec, prepared.relative_outputs, no_snapshot=no_snapshot)
     records: list[JobRecord] = []
     try:
-        records.extend(launch(spec) for _ in range(chain or 1))
+        if spec.slurm.retries:
+            records.append(tries.launch_run(spec))
+        else:
+            records.extend(launch(spec) for _ in range(chain or 1))
     except BaseException:
         if not records:  # no job was queued with the snapshot: it goes
             snapshot.discard(spec.driver.frozen)
@@ -141,6 +149,14 @@ def submit(
             f"Submitted job {job_id} ({spec.slurm.nodes} node(s)); logs in {rec.log_dir}\n"
             + queued.next_steps(job_id)
         )
+        if rec.tries:
+            spares = " ".join(t.job_id for t in rec.tries[1:])
+            text = (
+                f"Submitted job {job_id} ({spec.slurm.nodes} node(s)), try 1 of "
+                f"{len(rec.tries)}; the spare tries {spares} start only if the try before "
+                f"fails for a cause another try can fix; logs in {rec.log_dir}\n"
+                + queued.next_steps(job_id)
+            )
         if spec.interactive:
             attach_script = f"{rec.log_dir}/{job_id}-attach.sh"
             text += (
@@ -151,6 +167,8 @@ def submit(
     if code:
         text += f"\n  {code}"
     extra = {"chain": [r.job_id for r in records]} if chain is not None else None
+    if rec.tries:
+        extra = {"tries": [t.job_id for t in rec.tries]}
     return queued.report(
         "submit", records, text, quiet=quiet, json=flags.json, wait=wait, extra=extra
     )

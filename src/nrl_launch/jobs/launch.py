@@ -6,6 +6,7 @@ same atomic script, the same record and the same clean-up when the scheduler ref
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -58,10 +59,17 @@ def check_log_base(spec: LaunchSpec, cwd: Path) -> None:
 
 
 def launch(
-    spec: LaunchSpec, kind: record.JobKind = "ray", *, remove_first: str | None = None
+    spec: LaunchSpec,
+    kind: record.JobKind = "ray",
+    *,
+    remove_first: str | None = None,
+    environment: Mapping[str, str] | None = None,
+    keep: bool = True,
 ) -> record.JobRecord:
-    """Queue `spec` on its backend and return its saved record: a Ray job, or with `kind`
-    plain one command on every node (`run`, `pull`; `remove_first`: pull --force's file)."""
+    """Queue `spec` on its backend and return its record: a Ray job, or with `kind` plain one
+    command on every node (`run`, `pull`; `remove_first`: pull --force's file). `environment`:
+    variables the job gets beside the request's own; `keep`: save the record (a spare try of
+    --retries is kept in its run's record instead)."""
     from nrl_launch import backends
 
     backend = backends.get(spec.backend)
@@ -86,6 +94,10 @@ def launch(
             directory.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {exc.filename}: {exc.strerror}") from None
+    if environment:
+        request = dataclasses.replace(
+            request, environment=(*request.environment, *environment.items())
+        )
     write_script(script, request.script)
     if request.secrets_file:
         write_secrets(Path(request.secrets_file), request.withheld, os.environ)
@@ -118,7 +130,8 @@ def launch(
         pid=submitted.pid,
         kind=kind,
     )
-    record.save(rec, state)
+    if keep:
+        record.save(rec, state)
     return rec
 
 

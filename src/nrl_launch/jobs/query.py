@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 
 from nrl_launch import backends
 from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
+from nrl_launch.jobs import retries
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
 from nrl_launch.jobs.requeue import requeue_note
@@ -29,6 +30,7 @@ __all__ = [
     "Backoff",
     "Poller",
     "StatusPoller",
+    "current_try",
     "exit_code_of",
     "head_node",
     "overview",
@@ -53,10 +55,12 @@ def statuses(
     """Each job's status: one query per backend (one squeue for every Slurm job), joined with
     its log dir; with `causes`, a failed job's logs are searched for a known cause. Raises
     SchedulerError when a backend does not answer."""
+    jobs = retries.expand(records)  # a --retries run: every try, in the same one query
     views: dict[str, SchedulerView] = {}
-    for name, group in by_backend(records).items():
+    for name, group in by_backend(jobs).items():
         views |= backends.get(name).describe(group)
-    return [_status(rec, views.get(rec.job_id), tail, causes) for rec in records]
+    each = {rec.job_id: _status(rec, views.get(rec.job_id), tail, causes) for rec in jobs}
+    return [retries.merged(rec, each) for rec in records]
 
 
 def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
@@ -66,7 +70,7 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
     from nrl_launch import output
 
     found: dict[str, JobStatus] = {}
-    for name, group in by_backend(records).items():
+    for name, group in by_backend(retries.expand(records)).items():
         try:
             views = backends.get(name).describe(group)
         except NrlLaunchError as exc:  # its scheduler failed, or its SDK is not installed here
@@ -74,7 +78,7 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
             found |= {r.job_id: _unanswered(r, name) for r in group}
             continue
         found |= {r.job_id: _status(r, views.get(r.job_id), 0, False) for r in group}
-    return [found[rec.job_id] for rec in records]
+    return [retries.merged(rec, found) for rec in records]
 
 
 def _unanswered(rec: JobRecord, backend: str) -> JobStatus:
@@ -225,6 +229,15 @@ def require_network(rec: JobRecord, command: str) -> None:
             f"{command}: job {rec.job_id} runs on {rec.backend}, whose network this machine is "
             "not in: use the scheduler's own console (for Lepton: its web console or `lep job`)"
         )
+
+
+def current_try(rec: JobRecord) -> JobRecord:
+    """The job a command that acts on a running job (attach, logs, stop, dashboard) means: a
+    --retries run's current try (one scheduler query); any other job is itself."""
+    if not rec.tries:
+        return rec
+    found = statuses([rec], tail=0, causes=False)[0]
+    return retries.expand([rec])[(found.try_index or 1) - 1]
 
 
 def require_running(rec: JobRecord, action: str) -> JobStatus:

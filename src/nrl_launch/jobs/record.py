@@ -3,7 +3,9 @@
 Schema versions:
     1: job_id, backend, job_name, nodes, submitted_at, submit_dir, log_dir, script_path, argv, spec,
        and optional: pid (local backend), runs (every run's log dir once the job was requeued),
-       kind (ray, or plain for `run` and `pull`; records written before it existed are ray)
+       kind (ray, or plain for `run` and `pull`; records written before it existed are ray),
+       tries (submit --retries: every try of the run, first first, each its job id and script;
+       the run has this one record, under the first try's id)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "JobKind",
     "JobRecord",
+    "Try",
     "by_backend",
     "load",
     "load_all",
@@ -38,6 +41,15 @@ _JOB_ID = re.compile(r"[0-9]+|local-[0-9]+|[a-z][a-z0-9-]{0,63}")
 # What a job name may look like (my_run, grpo-8b.v2): one that no job has is not found (exit 4).
 _NAME_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 JobKind = Literal["ray", "plain"]
+
+
+class Try(BaseModel):
+    """One try of a --retries run: its Slurm job and the script it was submitted with."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job_id: str
+    script_path: str
 
 
 class JobRecord(BaseModel):
@@ -58,6 +70,7 @@ class JobRecord(BaseModel):
     pid: int | None = None  # the local backend's job process
     runs: list[str] = []  # every run's log dir, first first, once `status` saw a requeue
     kind: JobKind = "ray"  # plain: one command per node, no Ray (`run`, `pull`)
+    tries: list[Try] = []  # submit --retries: every try, this one (the first) first
 
     @property
     def batch_output(self) -> Path:
@@ -148,7 +161,12 @@ def load(job: str, state: Path) -> JobRecord:
     path = _jobs_dir(state) / f"{job}.json"
     if _JOB_ID.fullmatch(job) and path.is_file():
         return _read(path)
-    named = [r for r in load_all(state)[0] if r.job_name == job]
+    records = load_all(state)[0]
+    # A later try of a --retries run: the run's record.
+    run = [r for r in records if any(t.job_id == job for t in r.tries)]
+    if run:
+        return run[0]
+    named = [r for r in records if r.job_name == job]
     if len(named) > 1:
         ids = ", ".join(r.job_id for r in named)
         raise UsageError(

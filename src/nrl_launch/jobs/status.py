@@ -99,6 +99,10 @@ class JobStatus:
     driver_tail: list[str] = field(default_factory=list)
     log_dirs: list[str] = field(default_factory=list)  # every run's, first first (requeues)
     cause: str | None = None  # for a failed job: the known signature its logs show
+    # submit --retries: which try of the run this is, of how many, and how each before it ended
+    try_index: int | None = None
+    try_count: int | None = None
+    earlier_tries: list[str] = field(default_factory=list)
 
     @property
     def over(self) -> bool:

@@ -42,7 +42,7 @@ _RAY = (
 _SHIM = _DIR / "save_by_shim.py"
 _SHIM_END = "NRL_SAVE_BY_SHIM"
 _FILES: dict[str, tuple[str, ...]] = {
-    "slurm": (*_RAY, "container.sh", "pyxis.sh", "reuse.sh", "secrets.sh"),
+    "slurm": (*_RAY, "container.sh", "pyxis.sh", "reuse.sh", "secrets.sh", "retries.sh"),
     "local": (*_RAY, "head_here.sh"),
     "lepton": (*_RAY, "head_here.sh"),
 }

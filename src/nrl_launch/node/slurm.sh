@@ -27,6 +27,7 @@ batch_main() {
     log "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount"
     exit 1
   fi
+  retry_check_previous
   local shown submitted
   shown=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || true
   submitted=$(sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p' <<<"$shown")
@@ -34,10 +35,10 @@ batch_main() {
   NRL_JOB_END_EPOCH=$(job_end_epoch "$shown")
   export NRL_JOB_END_EPOCH
   start_log_dir job.sbatch "$(date -d "${submitted:-now}" +%s 2>/dev/null || date +%s)"
-  make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; exit 1; }
+  make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; retry_decide 1; exit 1; }
   # scancel, the time limit, a requeue and preemption send SIGTERM: say so, then let the
   # steps stop Ray.
-  trap 'end_job "Slurm stopped the job (cancelled, time limit, requeue or preemption)"; phase ended; exit 143' TERM
+  trap 'end_job "Slurm stopped the job (cancelled, time limit, requeue or preemption)"; phase ended; retry_decide 143; exit 143' TERM
 
   local nodes
   mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -99,6 +100,7 @@ batch_main() {
   log "job ended with exit code $rc: $(<"$NRL_LOG_DIR/ENDED")"
   if [[ $NRL_CONTAINER_RUNTIME == pyxis ]]; then remove_containers; fi
   forget_secrets
+  retry_decide "$rc"
   exit "$rc"
 }
 

@@ -100,6 +100,11 @@ class SlurmSpec(SpecBase):
     constraint: SlurmWord | None = None
     dependency: SlurmWord | None = None
     requeue: bool | None = None  # unset: the cluster's JobRequeue decides
+    # submit --retries: spare tries Slurm starts when a try fails for a cause another try can
+    # fix (a node or its Ray lost, a stall, NODE_FAIL, preemption, the time limit); a driver
+    # that fails within retry_min_runtime_s of starting is its own error and is not retried.
+    retries: Int = Field(default=0, ge=0, le=100)
+    retry_min_runtime_s: Int = Field(default=600, ge=0)
     # How the secrets' values reach the job. env: in the environment sbatch exports, which
     # Slurm keeps with the job (slurmctld's state; slurmdbd with AccountingStoreFlags=job_env).
     # file: in a file only you can read (the state dir), which the job reads and Slurm never
