@@ -144,12 +144,12 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
-    """--time 7 with a 1-minute margin, and a setup (tiny_rl.setup_s=80) after Ray is up:
-    NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after that setup, so a
-    deadline counted from it (the limit less the margin, as nrl-launch used to pass it) falls
-    after the job's end (bring-up, the driver's start and the setup take 2 to 4.5 minutes on a
-    busy 2-core machine; at the fastest, 2 minutes + 6 passes 7). The node counts it from the
-    job's real end instead: the first job saves before its limit and ends COMPLETED (not
+    """--time 5 with a 1-minute margin, and a setup of a third of that (tiny_rl.setup_s=100)
+    after Ray is up: NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after
+    that setup, so a deadline counted from it (the limit less the margin, as nrl-launch used to
+    pass it) falls after the job's end (bring-up, the driver's start and the setup take over 2
+    minutes on a 2-core machine; 2 + 4 passes 5). The node counts it from the job's real end
+    instead: the first job saves before its limit and ends COMPLETED (not
     TIMEOUT), and the second resumes from exactly that save. No machine runs 100000 steps in
     the minutes left: every step runs exactly once, in order, across the two."""
     args = [
@@ -158,12 +158,12 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "cluster.num_nodes=2",
         "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
-        "tiny_rl.setup_s=80",
+        "tiny_rl.setup_s=100",
     ]
-    flags = [*project, "--time", "7", "--set", "nemo_rl.checkpoint_margin_min=1"]
+    flags = [*project, "--time", "5", "--set", "nemo_rl.checkpoint_margin_min=1"]
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
-    assert "to the job's end (slurm.time=7) less 1 min," in result.err
+    assert "to the job's end (slurm.time=5) less 1 min," in result.err
     first, second = result.out.split()
     ended = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
     for job_id in (first, second):
@@ -175,7 +175,7 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         assert "before checkpointing.checkpoint_must_save_by" in log
         if job_id == first:
             # Its last step saved, whole, before the job ended (looked at before the second
-            # job's own saves, a setup of 80 s later, may prune it: keep_top_k).
+            # job's own saves, a setup of 100 s later, may prune it: keep_top_k).
             (one,) = runs(tmp_path)
             ran = (one / "metrics.jsonl").is_file()
             done_first = [m["step"] for m in metrics(one)] if ran else []
