@@ -7,6 +7,7 @@ tests/fakes.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -275,3 +276,22 @@ SBATCH_HOSTILE = [
     *('"', "'", '"\'"', "x#y", " #y", "%j", "  ", " a ", "a\x0bb\x0cc", "\x1b[31m", "\x7f"),
     *("\u00a0", "\u2028", "\u0085", "\ufeff", "\u202e", "{#x", "#}", "--", "-", "=", "a=b c"),
 ]
+
+
+# A git that commits in a test's repo whatever this machine's git config holds.
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """`git ARGS` in `repo` (which must succeed); its stdout, stripped."""
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

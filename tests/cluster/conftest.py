@@ -66,6 +66,26 @@ def cluster_job(
     ]
 
 
+@pytest.fixture
+def project(
+    tiny_rl: Path,
+    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[str]:
+    """In examples/tiny-rl's directory (its nrl-launch.yaml: Ray and uv from its .venv);
+    returns the job's flags and the overrides that put its logs and checkpoints in tmp."""
+    monkeypatch.chdir(tiny_rl)
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    return [
+        "--container-runtime", "none",
+        "--log-dir", str(tmp_path / "jobs"),
+        "--time", "10",
+        f"logger.log_dir={tmp_path / 'logs'}",
+        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
+    ]  # fmt: skip
+
+
 def _node_pid1s() -> dict[str, int]:
     """Each dev-cluster node's PID 1 as this machine sees it, by node name (from the pid files
     `up` writes)."""

@@ -37,29 +37,6 @@ NON_COLOCATED_TP2 = [
 COLOCATED_TP2 = ["policy.generation.vllm_cfg.tensor_parallel_size=2"]
 
 
-@pytest.fixture
-def project(
-    tiny_rl: Path,
-    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> list[str]:
-    """In the project's directory (its nrl-launch.yaml: Ray and uv from its .venv); returns the
-    job's flags and the overrides that put its logs and checkpoints in tmp."""
-    monkeypatch.chdir(tiny_rl)
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    return [
-        "--container-runtime",
-        "none",
-        "--log-dir",
-        str(tmp_path / "jobs"),
-        "--time",
-        "10",
-        f"logger.log_dir={tmp_path / 'logs'}",
-        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
-    ]
-
-
 def runs(tmp_path: Path) -> list[Path]:
     """The driver's log dirs, one per run (exp_001, exp_002, ...)."""
     return sorted((tmp_path / "logs").glob("exp_*"))

@@ -28,25 +28,6 @@ ON_NODE0_AND_1 = ["--set", "slurm.exclude=node[2-3]"]
 
 
 @pytest.fixture
-def project(
-    tiny_rl: Path,
-    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> list[str]:
-    """As test_grpo's: in the project's directory, logs and checkpoints in tmp."""
-    monkeypatch.chdir(tiny_rl)
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    return [
-        "--container-runtime", "none",
-        "--log-dir", str(tmp_path / "jobs"),
-        "--time", "10",
-        f"logger.log_dir={tmp_path / 'logs'}",
-        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
-    ]  # fmt: skip
-
-
-@pytest.fixture
 def cancel_after() -> Iterator[list[str]]:
     """Job ids to cancel when the test ends, however it ends: a failed test must not leave a
     10-minute job holding the shared cluster's nodes."""

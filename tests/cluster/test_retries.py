@@ -17,30 +17,11 @@ import pytest
 
 from tests.cluster.conftest import job_status, node_pids, nodes_are_clean
 from tests.conftest import Cli, wait_until
+from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
 GRPO = "examples/configs/grpo_tiny.yaml"
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-
-
-@pytest.fixture
-def project(
-    tiny_rl: Path,
-    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> list[str]:
-    """In tiny-rl's directory; the job's flags and the overrides that put its logs and
-    checkpoints in tmp."""
-    monkeypatch.chdir(tiny_rl)
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
-    return [
-        "--container-runtime", "none",
-        "--log-dir", str(tmp_path / "jobs"),
-        "--time", "10",
-        f"logger.log_dir={tmp_path / 'logs'}",
-        f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
-    ]  # fmt: skip
 
 
 def _steps(run: Path) -> list[int]:
@@ -191,10 +172,8 @@ def test_a_stalled_try_is_retried_and_every_try_runs_the_submitted_code(
     driver = repo / "driver.py"
     hang = "import time\nprint({!r}, flush=True)\ntime.sleep(3600)\n"
     driver.write_text(hang.format("driver as submitted"))
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "driver"]):
-        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+        git(repo, *args)
     monkeypatch.chdir(repo)
     result = cli(
         "submit", "--json", "--retries", "1", "--nodes", "1", *cluster_job,

@@ -5,35 +5,20 @@ logs and checkpoints stay in the checkout, and the chain's second job resumes fr
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.conftest import job_status
 from tests.conftest import Cli, wait_until
+from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-}
 # What the repo's tiny-rl holds that a checkout of it would not (its runs' output, its env).
 IGNORED = [".venv", "__pycache__", "uv.lock", "logs", "results", "local-*", "code-snapshots"]
 SUBMITTED = "tiny-rl code: as submitted"
 CHANGED = "tiny-rl code: changed after submit"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @pytest.fixture

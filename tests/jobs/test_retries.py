@@ -17,21 +17,29 @@ from tests.fakes import FakeSlurm
 DRIVER = ["--", "python", "train.py"]
 
 
-@pytest.fixture
-def queued(
-    cli: Cli, slurm: FakeSlurm, isolated: Path, monkeypatch: pytest.MonkeyPatch
-) -> FakeSlurm:
-    """`submit --retries 2` done: jobs 100 (try 1), 101 and 102 (spares)."""
+def _sbatch_keeps_nrl_retry(
+    slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, kept: Path, inherited: str
+) -> None:
+    """From a shell whose NRL_RETRY is `inherited`, each sbatch appends the NRL_RETRY its job
+    gets to `kept` and answers job id 100, 101, ..."""
     monkeypatch.setenv("HF_TOKEN", "hf-test")
     monkeypatch.setenv("WANDB_API_KEY", "wandb-test")
-    # A shell that is itself inside a try must not pass its marker on to a new job.
-    monkeypatch.setenv("NRL_RETRY", "9 9 9 9")
-    env = shlex.quote(str(isolated / "sbatch-env"))
+    monkeypatch.setenv("NRL_RETRY", inherited)
+    env = shlex.quote(str(kept))
     slurm.script(
         "sbatch",
         f"n=$(( $(wc -l <{env} 2>/dev/null || echo 0) + 100 ))\n"
         f'printf "%s\\n" "${{NRL_RETRY-none}}" >>{env}\necho "$n"',
     )
+
+
+@pytest.fixture
+def queued(
+    cli: Cli, slurm: FakeSlurm, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> FakeSlurm:
+    """`submit --retries 2` done: jobs 100 (try 1), 101 and 102 (spares)."""
+    # A shell that is itself inside a try must not pass its marker on to a new job.
+    _sbatch_keeps_nrl_retry(slurm, monkeypatch, isolated / "sbatch-env", "9 9 9 9")
     result = cli("submit", "--retries", "2", "--nodes", "2", *DRIVER)
     assert result.code == 0, result.err
     assert "Submitted job 100 (2 node(s)), try 1 of 3; the spare tries 101 102" in result.out
@@ -57,11 +65,7 @@ def test_submit_queues_the_spares_each_after_the_try_before(
 def test_a_plain_job_is_no_try_even_from_a_shell_inside_one(
     cli: Cli, slurm: FakeSlurm, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HF_TOKEN", "hf-test")
-    monkeypatch.setenv("WANDB_API_KEY", "wandb-test")
-    monkeypatch.setenv("NRL_RETRY", "2 3 100 600")
-    env = shlex.quote(str(isolated / "sbatch-env"))
-    slurm.script("sbatch", f'printf "%s\\n" "${{NRL_RETRY-none}}" >{env}\necho 7')
+    _sbatch_keeps_nrl_retry(slurm, monkeypatch, isolated / "sbatch-env", "2 3 100 600")
     assert cli("submit", "-q", *DRIVER).code == 0
     assert (isolated / "sbatch-env").read_text() == "none\n"
 

@@ -65,15 +65,17 @@ def _last(out: str) -> tuple[float, float]:
     return float(words[1]), float(words[3])
 
 
+def _shim_env(save_by: float, timer: str = "TimeoutChecker") -> dict[str, str]:
+    """The driver's environment for the shim: save by `save_by`, with fakerl's `timer`."""
+    return {"NRL_SAVE_BY_EPOCH": str(save_by), "NRL_TIMER_CLASS": f"fakerl.utils.timer:{timer}"}
+
+
 def test_the_timer_saves_by_the_job_s_end_whatever_the_setup_took(tmp_path: Path) -> None:
     """The config says 3600 s after the timer starts; the job must save 100 s from now: the
     timer is cut to that, counted from its own start, and one line says so."""
     _tree(tmp_path)
     save_by = time.time() + 100
-    env = {
-        "NRL_SAVE_BY_EPOCH": str(save_by),
-        "NRL_TIMER_CLASS": "fakerl.utils.timer:TimeoutChecker",
-    }
+    env = _shim_env(save_by)
     done = _run(tmp_path, env)
     assert done.returncode == 0, done.stderr
     last, start = _last(done.stdout)
@@ -84,10 +86,7 @@ def test_the_timer_saves_by_the_job_s_end_whatever_the_setup_took(tmp_path: Path
 
 def test_a_later_job_end_leaves_an_earlier_config_value(tmp_path: Path) -> None:
     _tree(tmp_path)
-    env = {
-        "NRL_SAVE_BY_EPOCH": str(time.time() + 86400),
-        "NRL_TIMER_CLASS": "fakerl.utils.timer:TimeoutChecker",
-    }
+    env = _shim_env(time.time() + 86400)
     done = _run(tmp_path, env)
     assert done.returncode == 0, done.stderr
     assert _last(done.stdout)[0] == 3600
@@ -117,10 +116,7 @@ def test_it_runs_the_sitecustomize_it_hides(tmp_path: Path) -> None:
     )
     for env in (
         {},
-        {
-            "NRL_SAVE_BY_EPOCH": str(time.time() + 100),
-            "NRL_TIMER_CLASS": "fakerl.utils.timer:TimeoutChecker",
-        },
+        _shim_env(time.time() + 100),
     ):
         done = _run(tmp_path, env, probe, extra_path=(other,))
         assert done.returncode == 0, done.stderr
@@ -131,10 +127,7 @@ def test_it_runs_the_sitecustomize_it_hides(tmp_path: Path) -> None:
 def test_a_timer_class_that_is_not_there_is_one_warning(tmp_path: Path) -> None:
     """A fork without the class: one warning line; the driver runs on with its config value."""
     _tree(tmp_path)
-    env = {
-        "NRL_SAVE_BY_EPOCH": str(time.time() + 100),
-        "NRL_TIMER_CLASS": "fakerl.utils.timer:Gone",
-    }
+    env = _shim_env(time.time() + 100, "Gone")
     done = _run(tmp_path, env)
     assert done.returncode == 0, done.stderr
     assert _last(done.stdout)[0] == 3600
@@ -147,10 +140,7 @@ def test_a_timer_without_the_attributes_is_one_warning(tmp_path: Path) -> None:
         tmp_path,
         "class TimeoutChecker:\n    def __init__(self, timeout=None):\n        self.t = timeout\n",
     )
-    env = {
-        "NRL_SAVE_BY_EPOCH": str(time.time() + 100),
-        "NRL_TIMER_CLASS": "fakerl.utils.timer:TimeoutChecker",
-    }
+    env = _shim_env(time.time() + 100)
     probe = "import fakerl.utils.timer as t\nprint('T', t.TimeoutChecker(timeout=5).t)\n"
     done = _run(tmp_path, env, probe)
     assert done.returncode == 0, done.stderr
@@ -162,10 +152,7 @@ def test_a_timer_without_the_attributes_is_one_warning(tmp_path: Path) -> None:
 def test_a_timer_module_that_fails_to_import_fails_as_without_the_shim(tmp_path: Path) -> None:
     """The shim adds nothing to an import error of the timer's own."""
     _tree(tmp_path, "raise ImportError('broken timer')\n")
-    env = {
-        "NRL_SAVE_BY_EPOCH": str(time.time() + 100),
-        "NRL_TIMER_CLASS": "fakerl.utils.timer:TimeoutChecker",
-    }
+    env = _shim_env(time.time() + 100)
     done = _run(tmp_path, env)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == "ImportError: broken timer"
