@@ -79,11 +79,16 @@ def test_batch_job_runs_in_the_container_on_every_node(
     assert seen["python"] == "/opt/venv/bin/python"
     assert seen["image"] and test_image.stem.removeprefix("nrl-test-") in seen["image"]
     assert seen["argv"] == HOSTILE_ARGV
-    assert seen["cwd"] == str(REPO)
+    status = job_status(cli, job_id)
+    # Where it was submitted: as frozen at submit (driver.snapshot), the snapshot's copy of the
+    # repo, mounted in the container at its own path; the repo itself where git could not
+    # freeze it (no git in the 24.11 root).
+    code = status["code"]
+    where = REPO if code is None else Path(code["snapshot"]) / REPO.relative_to(code["source"])
+    assert seen["cwd"] == str(where)
     assert seen["ro_mount_writable"] is False
     assert seen["nodes"] == [f"node{k}" for k in range(nodes)]
     assert seen["gpus"] == 8 * nodes
-    status = job_status(cli, job_id)
     assert status["phase"] == "COMPLETED"
     log_dir = Path(status["log_dir"])
     assert (

@@ -207,6 +207,16 @@ def test_render_says_what_submit_would_freeze_and_copies_nothing(
     assert slurm.calls() == []
 
 
+def test_without_git_nothing_is_frozen_and_the_note_says_why(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node (or a test root) with no git: the checkout is there, git is not."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    same, copied, note = snapshot.freeze(spec(), checkout, tmp_path / "logs")
+    assert copied is None and same.driver.frozen is None
+    assert note.startswith("code: not frozen (git is not installed here)")
+
+
 def test_submit_says_which_code_the_job_runs(
     cli: Cli, submitting: Path, checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,7 +95,8 @@ def freeze(
         return spec, None, f"code: not frozen ({why})"
     root = _toplevel(workdir)
     if root is None:
-        why = f"{workdir} is not in a git checkout"
+        found = shutil.which(_GIT[0]) is not None
+        why = f"{workdir} is not in a git checkout" if found else "git is not installed here"
         return spec, None, f"code: not frozen ({why}): the job runs it as it is when it starts"
     started = time.monotonic()
     commit, dirty = _commit(root)
