@@ -157,6 +157,15 @@ def test_a_node_takes_the_container_kept_for_the_image(node: Node) -> None:
     assert "reusing the container kept in" in node.log
 
 
+def test_a_data_dir_others_can_write_is_never_reused(node: Node) -> None:
+    """Another user could plant a nrl-cache-<KEY> there, for the job to run as its own."""
+    key = _key(node.image)
+    node.kept(f"nrl-cache-{key}")
+    node.data.chmod(0o777)
+    assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
+    assert "enroot's data dir is not this user's alone: no reuse" in node.log
+
+
 def test_a_node_never_takes_one_kept_for_another_image(node: Node) -> None:
     node.kept("nrl-cache-" + "f" * 32)
     assert node.run("claim_container_node") == ["nrl-cache-" + "f" * 32]

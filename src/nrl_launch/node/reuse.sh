@@ -69,7 +69,10 @@ enroot_data_dir() {
     source <(sed -n '/^# ---- BEGIN CONFIG ----$/,/^# ----- END CONFIG -----$/p' "$enroot") >/dev/null 2>&1
     printf '%s' "${ENROOT_DATA_PATH:-}"
   ) || return 1
+  # Only a dir of the user's that no one else can rename or plant an entry in: a kept
+  # container is run as the job's.
   [[ $dir == /* && -d $dir && -O $dir ]] || return 1
+  ! replaceable "$dir" >/dev/null || return 1
   printf '%s' "$dir"
 }
 
@@ -101,7 +104,7 @@ claim_container_node() {
     log "$node: the image $NRL_CONTAINER_IMAGE is a registry tag or cannot be read: not reused (a tag can move; name a digest, @sha256:..., or a .sqsh)"
     return 0
   fi
-  data=$(enroot_data_dir) || { log "$node: enroot's data dir is not this user's own: no reuse"; return 0; }
+  data=$(enroot_data_dir) || { log "$node: enroot's data dir is not this user's alone: no reuse"; return 0; }
   printf '%s\n' "$key" >"$NRL_LOG_DIR/container-key.$node"
   key=${key%% *}
   mine=$(pyxis_container_dir_name)
