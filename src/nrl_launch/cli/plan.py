@@ -35,6 +35,7 @@ from nrl_launch.cli.options import (
     Time,
     job_flags_of,
 )
+from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ def plan(
     interactive: Interactive = False,
     config: NemoConfig = None,
     no_check: NoCheck = False,
+    sweep: Sweep = None,
+    sweep_file: SweepFile = None,
     json: Json = False,
     command: DriverCommand = None,
 ) -> None:
@@ -86,6 +89,10 @@ def plan(
     runs.
     """
     flags = job_flags_of(locals())
+    if sweep or sweep_file:  # every point of the grid, each with its verdict
+        from nrl_launch.cli import sweep as sweeps
+
+        return sweeps.plan(flags, sweeps.Grid(tuple(sweep or ()), sweep_file))
     prepared = flags.prepare(check=False, need_driver=False, notes=False)
     layout = prepared.layout
     if layout is None and prepared.unchecked:

@@ -38,6 +38,7 @@ from nrl_launch.cli.options import (
     Time,
     job_flags_of,
 )
+from nrl_launch.cli.sweep_options import ExperimentName, MaxRunning, Sweep, SweepFile
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 EXAMPLES = """\
 Examples:
   nrl-launch submit -f examples/grpo-2node.yaml        # prints the job id
+  nrl-launch submit grpo --config c.yaml --sweep policy.optimizer.lr=1e-6,3e-6 --max-running 2
   nrl-launch submit --backend local --wait --gpus-per-node 2 \\
       -- python examples/cluster_check.py --nodes 1 --gpus-per-node 2
 """
@@ -104,11 +106,22 @@ def submit(
             "of it frozen now (driver.snapshot=false).",
         ),
     ] = False,
+    sweep: Sweep = None,
+    sweep_file: SweepFile = None,
+    experiment: ExperimentName = None,
+    max_running: MaxRunning = None,
     json: Json = False,
     command: DriverCommand = None,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
     flags = job_flags_of(locals())
+    from nrl_launch.cli import sweep as sweeps
+
+    grid = sweeps.Grid(tuple(sweep or ()), sweep_file, experiment, max_running)
+    if grid.given:  # one job per point of the grid, as one experiment
+        return sweeps.submit(
+            flags, grid, chain=chain, wait=wait, quiet=quiet, no_snapshot=no_snapshot
+        )
     from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs import snapshot

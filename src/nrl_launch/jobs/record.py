@@ -5,7 +5,9 @@ Schema versions:
        and optional: pid (local backend), runs (every run's log dir once the job was requeued),
        kind (ray, or plain for `run` and `pull`; records written before it existed are ray),
        tries (submit --retries: every try of the run, first first, each its job id and script;
-       the run has this one record, under the first try's id)
+       the run has this one record, under the first try's id), experiment (submit --sweep:
+       the experiment the job is a point of) and overrides (that point's Hydra overrides, as
+       appended to its driver's command)
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ class JobRecord(BaseModel):
     runs: list[str] = []  # every run's log dir, first first, once `status` saw a requeue
     kind: JobKind = "ray"  # plain: one command per node, no Ray (`run`, `pull`)
     tries: list[Try] = []  # submit --retries: every try, this one (the first) first
+    experiment: str | None = None  # submit --sweep: the experiment this job is a point of
+    overrides: list[str] = []  # submit --sweep: the point's overrides, given to its driver
 
     @property
     def batch_output(self) -> Path:

@@ -1,0 +1,65 @@
+"""The options of sweeps and experiments (submit and plan's --sweep, list/status/cancel's
+--experiment), declared once here as `Annotated` types, as cli/options.py declares the job's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["ExperimentFilter", "ExperimentName", "MaxRunning", "Sweep", "SweepFile"]
+
+_SWEEP = "Sweep"
+
+Sweep = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sweep",
+        help="Submit one job per value, as one experiment: KEY=V1,V2,... appended to the "
+        "driver as Hydra's KEY=V; given again, the product of the values.",
+        rich_help_panel=_SWEEP,
+        show_default=False,
+        metavar="KEY=V1,V2",
+    ),
+]
+SweepFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--sweep-file",
+        help="YAML of KEY: [V1, V2, ...], swept as --sweep (together with them).",
+        rich_help_panel=_SWEEP,
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+ExperimentName = Annotated[
+    str | None,
+    typer.Option(
+        "--experiment",
+        help="The experiment the sweep's jobs belong to (default: a name made up and printed).",
+        rich_help_panel=_SWEEP,
+        show_default=False,
+        metavar="NAME",
+    ),
+]
+MaxRunning = Annotated[
+    int | None,
+    typer.Option(
+        "--max-running",
+        help="Run at most K of the sweep's jobs at once: K lanes, each job starting when the "
+        "one before it in its lane ends (Slurm's afterany dependency).",
+        rich_help_panel=_SWEEP,
+        show_default=False,
+        metavar="K",
+    ),
+]
+ExperimentFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--experiment",
+        help="The jobs of this experiment (submit --sweep), with a summary line.",
+        show_default=False,
+        metavar="NAME",
+    ),
+]
