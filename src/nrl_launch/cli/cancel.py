@@ -9,18 +9,21 @@ from typing import Annotated
 from nrl_launch import output, paths
 from nrl_launch.cli.options import Json
 from nrl_launch.cli.status import job_argument
-from nrl_launch.errors import SchedulerError
+from nrl_launch.cli.sweep_options import ExperimentFilter
+from nrl_launch.errors import SchedulerError, UsageError
 
 EXAMPLES = """\
 Examples:
   nrl-launch cancel JOBID
   nrl-launch cancel JOBID JOBID --json
+  nrl-launch cancel --experiment NAME    # every job of a sweep, with one scancel
 """
 
 
 def cancel(
-    job_ids: Annotated[list[str], job_argument("Job ids or names to cancel.")],
+    job_ids: Annotated[list[str] | None, job_argument("Job ids or names to cancel.")] = None,
     json: Json = False,
+    experiment: ExperimentFilter = None,
 ) -> int:
     """Cancel jobs; each job stops Ray on every node and records why it ended. A job that has
     already ended is not cancelled: a warning says how it ended (exit 0)."""
@@ -29,7 +32,14 @@ def cancel(
 
     state = paths.state_dir(os.environ)
     # Only jobs this tool submitted: a typo must not cancel someone else's job.
-    records = [record.load(job_id, state) for job_id in job_ids]
+    if experiment is not None:  # the later points first: none starts as its lane's ends
+        from nrl_launch.cli.experiment import records as of_experiment
+
+        records = of_experiment(experiment, job_ids, "cancel")[::-1]
+    elif job_ids:
+        records = [record.load(job_id, state) for job_id in job_ids]
+    else:
+        raise UsageError("cancel: give the JOBIDs to cancel, or --experiment NAME")
     ended: dict[str, str] = {}  # job id -> how it ended
     try:
         for rec, found in zip(records, query.statuses(records, tail=0, causes=False), strict=True):
@@ -49,6 +59,11 @@ def cancel(
         output.warn(f"job {job_id} had already ended ({how}): nothing to cancel")
     if json:
         output.emit_json("cancel", {"cancelled": cancelled, "ended": ended})
+    elif experiment is not None:
+        output.emit_text(
+            f"Cancelled {len(cancelled)} of the {len(records)} jobs of experiment {experiment}"
+            + (f": {', '.join(cancelled)}" if cancelled else "")
+        )
     elif cancelled:
         output.emit_text(f"Cancelled {', '.join(cancelled)}")
     return 0

@@ -8,19 +8,26 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
+from nrl_launch.cli.sweep_options import ExperimentFilter
 
 EXAMPLES = """\
 Examples:
   nrl-launch list
   nrl-launch list --json
+  nrl-launch list --experiment NAME    # the jobs of a sweep, with their overrides
 """
 
 
 def list_jobs(
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
+    experiment: ExperimentFilter = None,
 ) -> int:
     """List the jobs submitted from here with their state (as nrl-launch status with no job
     id): one scheduler query for them all."""
+    if experiment is not None:
+        from nrl_launch.cli import experiment as experiments
+
+        return experiments.show("list", experiment, json=json)
     from nrl_launch.cli.status import all_records, show_table, status_object
     from nrl_launch.jobs import query
 

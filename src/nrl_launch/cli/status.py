@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output, paths
+from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ EXAMPLES = """\
 Examples:
   nrl-launch status                 # every job submitted from here, with its state
   nrl-launch status JOBID --watch   # follow one job (its id or name) until it ends
+  nrl-launch status --experiment NAME [--watch]   # the jobs of a sweep
 """
 
 
@@ -53,6 +55,7 @@ def status(
     watch: Annotated[
         bool, typer.Option("--watch", help="Print each change until every job ends.")
     ] = False,
+    experiment: ExperimentFilter = None,
 ) -> int:
     """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended;
     with no JOBID, every job submitted from here."""
@@ -60,6 +63,11 @@ def status(
 
     if watch and json:
         raise UsageError("--watch and --json cannot be combined: --json prints one object once")
+    if experiment is not None:
+        from nrl_launch.cli import experiment as experiments
+
+        members = experiments.records(experiment, job_ids, "status")
+        return follow(members) if watch else experiments.show("status", experiment, json=json)
     state = paths.state_dir(os.environ)
     if not job_ids:
         if watch:

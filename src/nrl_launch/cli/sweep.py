@@ -107,7 +107,9 @@ def plan(flags: JobFlags, grid: Grid) -> None:
     else:
         text = []
         for c in checked:
-            text.append(f"Point {c.point.number} ({c.point.label or 'no overrides'}): {_verdict(c)}")
+            text.append(
+                f"Point {c.point.number} ({c.point.label or 'no overrides'}): {_verdict(c)}"
+            )
             text += [f"  {problem}" for problem in c.problems]
         fit = sum(not c.problems for c in checked)
         text.append(f"{fit} of {len(checked)} point(s) fit.")
