@@ -146,9 +146,7 @@ def test_a_point_that_cannot_be_queued_cancels_those_before_it(
     assert slurm.calls("scancel") == ["scancel 102 101"]
 
 
-def test_list_status_and_cancel_an_experiment(
-    cli: Cli, slurm: FakeSlurm, job: list[str], tmp_path: Path
-) -> None:
+def test_list_status_and_cancel_an_experiment(cli: Cli, slurm: FakeSlurm, job: list[str]) -> None:
     assert cli("submit", *job, *SWEEP, "--experiment", "lr", "--max-running", "2").code == 0
     assert cli("submit", *job, "--sweep", "grpo.seed=1", "--experiment", "other").code == 0
     slurm.answer(

@@ -93,7 +93,7 @@ def test_a_sweep_file_that_is_no_mapping_is_one_line(tmp_path: Path, text: str, 
 
 
 def test_a_missing_sweep_file_names_it(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--sweep-file .*: no such file"):
+    with pytest.raises(ConfigError, match=r"--sweep-file .*: no such file"):
         sweep.parse_file(tmp_path / "nope.yaml")
 
 
@@ -119,7 +119,7 @@ def test_lanes_of_max_running() -> None:
     assert sweep.job_name("exp", sweep.Point(3, ())) == "exp-3"
 
 
-def test_a_point_s_overrides_go_where_the_driver_reads_them(tmp_path: Path) -> None:
+def test_a_point_s_overrides_go_where_the_driver_reads_them() -> None:
     point = sweep.Point(1, ("a.b=1",))
     nemo = {"recipe": "grpo", "config": "c.yaml", "overrides": ["x=1"]}
     recipe = spec(nemo_rl=nemo, driver={"command": None}, interactive=False)
