@@ -27,7 +27,8 @@ def records(name: str, job_ids: list[str] | None, command: str) -> list[JobRecor
 
 def show(command: str, name: str, *, json: bool) -> int:
     """The experiment's jobs and their states (one scheduler query for them all)."""
-    from nrl_launch.cli.status import code_object, status_object
+    import dataclasses
+
     from nrl_launch.jobs import query, sweep
 
     members = records(name, None, command)
@@ -36,9 +37,9 @@ def show(command: str, name: str, *, json: bool) -> int:
     line = sweep.summary([s.phase.value for s in found])
     if json:
         jobs = [
-            {"job_id": r.job_id, "job_name": r.job_name, "overrides": r.overrides}
-            | status_object(s)
-            | code_object(r)
+            # as status --json gives each job (cli/status.py imports this module: not from there)
+            dataclasses.asdict(s)
+            | {"phase": s.phase.value, "job_name": r.job_name, "overrides": r.overrides}
             for r, s in zip(members, found, strict=True)
         ]
         output.emit_json(command, {"experiment": name, "summary": line, "jobs": jobs})

@@ -119,9 +119,10 @@ def submit(
 
     grid = sweeps.Grid(tuple(sweep or ()), sweep_file, experiment, max_running)
     if grid.given:  # one job per point of the grid, as one experiment
-        return sweeps.submit(
-            flags, grid, chain=chain, wait=wait, quiet=quiet, no_snapshot=no_snapshot
-        )
+        from functools import partial
+
+        freeze = partial(_frozen, no_snapshot=no_snapshot)
+        return sweeps.submit(flags, grid, chain=chain, wait=wait, quiet=quiet, freeze=freeze)
     from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs import snapshot

@@ -14,10 +14,14 @@ from nrl_launch.errors import ConfigError, NrlLaunchError, UsageError
 from nrl_launch.jobs import sweep
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from nrl_launch.cli.options import JobFlags
     from nrl_launch.jobs.record import JobRecord
     from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec import LaunchSpec
+
+    Freeze = Callable[[LaunchSpec, Sequence[tuple[str, str]]], tuple[LaunchSpec, str]]
 
 __all__ = ["Grid", "plan", "submit"]
 
@@ -141,10 +145,11 @@ def _point_data(c: _Checked) -> dict[str, Any]:
 
 
 def submit(
-    flags: JobFlags, grid: Grid, *, chain: int | None, wait: bool, quiet: bool, no_snapshot: bool
+    flags: JobFlags, grid: Grid, *, chain: int | None, wait: bool, quiet: bool, freeze: Freeze
 ) -> int:
     """`submit --sweep`: check every point, then queue them all as one experiment; print the
-    experiment's name and its jobs."""
+    experiment's name and its jobs. `freeze`: submit's snapshot of the driver's code (taken
+    once, for every point), and the line to print about it."""
     from nrl_launch import backends, container_checks
     from nrl_launch.jobs import record
 
@@ -184,9 +189,7 @@ def submit(
                 "--max-running: " + exc.message.removeprefix("--chain: ") + " (lanes)"
             ) from None
     container_checks.check(spec, backend=backend, on_host=True)
-    from nrl_launch.cli.submit import _frozen
-
-    frozen, code = _frozen(spec, first.relative_outputs, no_snapshot=no_snapshot)
+    frozen, code = freeze(spec, first.relative_outputs)
     specs = [_as_point(c, frozen, spec, name) for c in checked]
     records = _queue(specs, [c.point for c in checked], name, grid.max_running, state)
     return _report(records, name, grid, made_up=grid.experiment is None, quiet=quiet,
