@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TINY_RL, Cli
 from tests.fakes import FakeSlurm
-from tests.helpers import sbatch_reads
+from tests.helpers import git, sbatch_reads
 
 GRPO = str(TINY_RL / "examples" / "configs" / "grpo_tiny.yaml")
 SWEEP = [
@@ -203,3 +203,16 @@ def test_plan_gives_every_point_a_verdict(cli: Cli) -> None:
     assert data["ok"] is False and data["exit_code"] == 2
     ok = cli("plan", "--config", GRPO, "--sweep", "grpo.seed=1,2")
     assert ok.code == 0 and ok.out.endswith("2 of 2 point(s) fit.\n")
+
+
+def test_every_point_runs_one_snapshot_of_the_code(
+    cli: Cli, slurm: FakeSlurm, job: list[str], tmp_path: Path
+) -> None:
+    git(Path.cwd(), "init", "-q")
+    git(Path.cwd(), "add", ".")
+    git(Path.cwd(), "commit", "-qm", "driver")
+    result = cli("submit", "-q", *job, "--sweep", "grpo.seed=1,2,3")
+    assert result.code == 0, result.err
+    (dest,) = (tmp_path / "jobs" / "code-snapshots").iterdir()
+    scripts = [Path(call.split()[-1]).read_text() for call in slurm.calls("sbatch")]
+    assert len(scripts) == 3 and all(f"NRL_SNAPSHOT_DIR={dest}\n" in s for s in scripts)
