@@ -69,10 +69,14 @@ def test_a_sweep_queues_every_point_as_one_experiment_in_lanes(
         ["--dependency=afterany:101"],
         ["--dependency=afterany:102"],
     ]
-    for rec, point in zip(records(tmp_path), POINTS, strict=True):
+    # Each driver gets its point's overrides, and a checkpoint dir of its own (NeMo RL resumes
+    # from the newest checkpoint in its dir: a shared one would start a point from another's).
+    assert "  checkpoints: each job its own, results/grpo/<job name>" in result.out
+    for k, (rec, point) in enumerate(zip(records(tmp_path), POINTS, strict=True), start=1):
         assert (rec["experiment"], rec["overrides"]) == ("lr", point)
         command = rec["spec"]["driver"]["command"]
-        assert command[-2:] == point and command[:3] == ["uv", "run", "examples/run_grpo.py"]
+        assert command[:3] == ["uv", "run", "examples/run_grpo.py"]
+        assert command[-3:] == [*point, f"++checkpointing.checkpoint_dir=results/grpo/lr-{k}"]
 
 
 def test_a_made_up_name_is_printed(cli: Cli, job: list[str]) -> None:
@@ -216,3 +220,11 @@ def test_every_point_runs_one_snapshot_of_the_code(
     (dest,) = (tmp_path / "jobs" / "code-snapshots").iterdir()
     scripts = [Path(call.split()[-1]).read_text() for call in slurm.calls("sbatch")]
     assert len(scripts) == 3 and all(f"NRL_SNAPSHOT_DIR={dest}\n" in s for s in scripts)
+    # The frozen driver runs in the copy: each gets the config's relative output dirs (its
+    # own checkpoint dir too) absolute, where they are here.
+    here = Path.cwd().resolve()
+    for rec in records(tmp_path):
+        assert rec["spec"]["driver"]["command"][-2:] == [
+            f"++logger.log_dir={here}/logs",
+            f"++checkpointing.checkpoint_dir={here}/results/grpo/{rec['job_name']}",
+        ]

@@ -43,7 +43,7 @@ def test_a_2x2_sweep_runs_as_one_experiment_two_at_a_time(
     out = tmp_path / "points"
     steps, dirs = ["1", "2"], [str(out / "a"), str(out / "b")]
     result = cli(
-        "submit", "--json", "grpo", "--config", GRPO, *project, "checkpointing.enabled=false",
+        "submit", "--json", "grpo", "--config", GRPO, *project,
         "--experiment", "tiny-sweep", "--max-running", "2",
         "--sweep", f"grpo.max_num_steps={','.join(steps)}",
         "--sweep", f"logger.log_dir={','.join(dirs)}",
@@ -73,6 +73,11 @@ def test_a_2x2_sweep_runs_as_one_experiment_two_at_a_time(
     for job, (n, d) in zip(shown["jobs"], [(n, d) for n in steps for d in dirs], strict=True):
         log = (Path(job["log_dir"]) / "ray-driver.log").read_text()
         assert f"logs {d}/exp_" in log and f"step {n}/{n}:" in log, log[-2000:]
+    # Each saved its last step in a checkpoint dir of its own (a shared one would have had a
+    # point resume from another's).
+    for job, n in zip(shown["jobs"], [n for n in steps for _ in dirs], strict=True):
+        saved = tmp_path / "ckpt" / job["job_name"]
+        assert sorted(p.name for p in saved.iterdir()) == [f"step_{n}"], job
     for d in dirs:
         counts = sorted(len((r / "metrics.jsonl").read_text().splitlines())
                         for r in Path(d).glob("exp_*"))  # fmt: skip

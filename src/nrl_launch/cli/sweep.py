@@ -5,6 +5,7 @@ names, the lanes of --max-running)."""
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,13 +54,24 @@ class _Checked:
     point: sweep.Point
     prepared: Prepared | None
     problems: tuple[str, ...]
+    extra: tuple[str, ...] = ()  # overrides the sweep adds to the point's: its own checkpoints
+
+
+_CHECKPOINT_DIR = "checkpointing.checkpoint_dir"
 
 
 def _check_points(
-    flags: JobFlags, points: list[sweep.Point], *, check: bool | None, need_driver: bool
+    flags: JobFlags,
+    points: list[sweep.Point],
+    *,
+    check: bool | None,
+    need_driver: bool,
+    experiment: str | None = None,
 ) -> list[_Checked]:
     """Each point prepared as `JobFlags.prepare` prepares one job (sized, its overrides read
-    with the config), its problems kept; what they all say is printed once."""
+    with the config), its problems kept; what they all say is printed once. With `experiment`
+    and checkpointing on, each point of several saves to (and resumes from) a checkpoint dir
+    of its own, <checkpoint_dir>/<its job name>, unless the sweep sets the dir itself."""
     from nrl_launch import backends
     from nrl_launch.backends import rules
     from nrl_launch.nemorl.job import prepare
@@ -70,24 +82,38 @@ def _check_points(
     for warning in lint.training_warnings(base):
         output.warn(warning)
     time_limited = backends.time_limited(base.spec.backend)
-    checked, said = [], set()
-    for point in points:
+
+    def prepared(point: sweep.Point) -> Prepared:
         spec, key = sweep.with_overrides(base.spec, point)
         resolved = Resolved(spec, {**base.sources, key: "--sweep"})
+        return prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=check)
+
+    checked, said = [], set()
+    for point in points:
+        extra: tuple[str, ...] = ()
         try:
-            prepared = prepare(
-                resolved, time_limited=time_limited, backend_rules=rules.check, check=check
-            )
+            ready = prepared(point)
+            if experiment is not None and len(points) > 1 and _shares_checkpoints(point, ready):
+                own = posixpath.join(str(ready.checkpoint_dir), sweep.job_name(experiment, point))
+                extra = (f"++{_CHECKPOINT_DIR}={own}",)
+                ready = prepared(sweep.Point(point.number, (*point.overrides, *extra)))
         except ConfigError as exc:
             checked.append(_Checked(point, None, tuple(exc.problems)))
             continue
-        checked.append(_Checked(point, prepared, prepared.problems))
+        checked.append(_Checked(point, ready, ready.problems, extra))
         if check is not False:  # submit: as flags.prepare says them, once for all points
-            for line in (*prepared.notes, *prepared.warnings):
+            for line in (*ready.notes, *ready.warnings):
                 if line not in said:
                     said.add(line)
-                    (output.note if line in prepared.notes else output.warn)(line)
+                    (output.note if line in ready.notes else output.warn)(line)
     return checked
+
+
+def _shares_checkpoints(point: sweep.Point, ready: Prepared) -> bool:
+    """Whether the point would save to the checkpoint dir every point saves to (and so resume
+    from another point's checkpoints, as NeMo RL resumes from the newest there)."""
+    swept = {o.split("=", 1)[0].lstrip("+") for o in point.overrides}
+    return bool(ready.checkpointing and ready.checkpoint_dir) and _CHECKPOINT_DIR not in swept
 
 
 def _lines(checked: list[_Checked]) -> list[str]:
@@ -166,7 +192,7 @@ def submit(
     state = paths.state_dir(os.environ)
     taken = {r.experiment for r in record.load_all(state)[0] if r.experiment}
     name = sweep.experiment_name(grid.experiment, taken)
-    checked = _check_points(flags, points, check=None, need_driver=True)
+    checked = _check_points(flags, points, check=None, need_driver=True, experiment=name)
     bad = _lines(checked)
     if bad:  # nothing is queued or written: the whole sweep is refused
         raise ConfigError(bad)
@@ -190,24 +216,33 @@ def submit(
             ) from None
     container_checks.check(spec, backend=backend, on_host=True)
     frozen, code = freeze(spec, first.relative_outputs)
-    specs = [_as_point(c, frozen, spec, name) for c in checked]
+    specs = [_as_point(c, frozen, name) for c in checked]
     records = _queue(specs, [c.point for c in checked], name, grid.max_running, state)
+    if checked[0].extra:
+        where = posixpath.dirname(checked[0].extra[0].partition("=")[2])
+        code = f"checkpoints: each job its own, {where}/<job name> ({_CHECKPOINT_DIR})" + (
+            f"\n  {code}" if code else ""
+        )
     return _report(records, name, grid, made_up=grid.experiment is None, quiet=quiet,
                    json=flags.json, code=code)  # fmt: skip
 
 
-def _as_point(c: _Checked, frozen: LaunchSpec, first: LaunchSpec, name: str) -> LaunchSpec:
-    """The point's spec: its own driver command and job name, the code frozen once for all
-    (with what freezing appended to the first point's command, appended to each)."""
+def _as_point(c: _Checked, frozen: LaunchSpec, name: str) -> LaunchSpec:
+    """The point's spec: its own driver command and job name, and the code frozen once for all
+    (the config's relative output dirs given to the frozen driver absolute, as submit does)."""
+    from nrl_launch.jobs import snapshot
+
     assert c.prepared is not None
     spec = c.prepared.spec
-    driver = spec.driver
-    appended = tuple((frozen.driver.command or ())[len(first.driver.command or ()) :])
-    driver = driver.model_copy(
+    command = spec.driver.command or ()
+    if frozen.driver.frozen is not None and command:
+        outputs = c.prepared.relative_outputs
+        command = (*command, *snapshot.outputs_made_absolute(spec, Path.cwd(), outputs))
+    driver = spec.driver.model_copy(
         update={
             "frozen": frozen.driver.frozen,
             "snapshot": frozen.driver.snapshot,
-            "command": (*(driver.command or ()), *appended),
+            "command": command,
         }
     )
     slurm = spec.slurm.model_copy(update={"job_name": sweep.job_name(name, c.point)})

@@ -29,7 +29,15 @@ from nrl_launch.errors import SchedulerError, UsageError
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.models import FrozenCode
 
-__all__ = ["Copied", "code_line", "describe", "discard", "freeze", "source_of"]
+__all__ = [
+    "Copied",
+    "code_line",
+    "describe",
+    "discard",
+    "freeze",
+    "outputs_made_absolute",
+    "source_of",
+]
 
 # Under the log base dir (logs.base_dir, which submit already requires to be the user's own).
 SNAPSHOTS = "code-snapshots"
@@ -134,14 +142,24 @@ def freeze(
     )
     update: dict[str, object] = {"frozen": frozen}
     if outputs and spec.driver.command:
-        seen = _seen_workdir(spec, cwd, workdir)
-        made = [(key, posixpath.join(seen, value)) for key, value in outputs]
-        # A path Hydra's override grammar would read otherwise stays as the config has it.
-        kept = [f"++{key}={path}" for key, path in made if not _HYDRA_SPECIAL.search(path)]
-        update["command"] = (*spec.driver.command, *kept)
+        update["command"] = (*spec.driver.command, *outputs_made_absolute(spec, cwd, outputs))
     driver = spec.driver.model_copy(update=update)
     copied = Copied(frozen, files, size, time.monotonic() - started)
     return spec.model_copy(update={"driver": driver}), copied, ""
+
+
+def outputs_made_absolute(
+    spec: LaunchSpec, cwd: Path, outputs: Sequence[tuple[str, str]]
+) -> tuple[str, ...]:
+    """The overrides that give a frozen driver (it runs in the copy) the config's output dirs
+    `outputs` (key, path relative to its working dir) where they were, absolute."""
+    workdir, _ = source_of(spec, cwd)
+    if workdir is None:
+        return ()
+    seen = _seen_workdir(spec, cwd, workdir)
+    made = [(key, posixpath.join(seen, value)) for key, value in outputs]
+    # A path Hydra's override grammar would read otherwise stays as the config has it.
+    return tuple(f"++{key}={path}" for key, path in made if not _HYDRA_SPECIAL.search(path))
 
 
 def _seen_workdir(spec: LaunchSpec, cwd: Path, host: Path) -> str:

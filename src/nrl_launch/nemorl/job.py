@@ -50,6 +50,7 @@ class Prepared:
     warnings: tuple[str, ...] = ()
     injected: tuple[str, ...] = ()  # overrides added to the driver's argv
     checkpointing: bool | None = None  # the config's checkpointing.enabled (None: no config)
+    checkpoint_dir: str | None = None  # the config's checkpointing.checkpoint_dir, as written
     config: str | None = None  # the config checked, as written (--config, or the driver's)
     overrides: tuple[str, ...] = ()  # the overrides it was checked with
     unchecked: str | None = None  # why the config the driver names was not read
@@ -149,6 +150,9 @@ def prepare(
         warnings=tuple(warnings),
         injected=tuple(draft.injected),
         checkpointing=cfg.value("checkpointing.enabled", False) is True,
+        checkpoint_dir=d
+        if isinstance(d := cfg.value("checkpointing.checkpoint_dir", None), str)
+        else None,
         config=source.shown,
         overrides=source.overrides,
         relative_outputs=tuple(
