@@ -16,7 +16,6 @@ EXAMPLES = """\
 Examples:
   nrl-launch cancel JOBID
   nrl-launch cancel JOBID JOBID --json
-  nrl-launch cancel --experiment NAME    # every job of a sweep, with one scancel
 """
 
 

@@ -14,7 +14,6 @@ EXAMPLES = """\
 Examples:
   nrl-launch list
   nrl-launch list --json
-  nrl-launch list --experiment NAME    # the jobs of a sweep, with their overrides
 """
 
 

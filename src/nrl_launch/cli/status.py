@@ -25,7 +25,6 @@ EXAMPLES = """\
 Examples:
   nrl-launch status                 # every job submitted from here, with its state
   nrl-launch status JOBID --watch   # follow one job (its id or name) until it ends
-  nrl-launch status --experiment NAME [--watch]   # the jobs of a sweep
 """
 
 

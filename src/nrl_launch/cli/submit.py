@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 EXAMPLES = """\
 Examples:
   nrl-launch submit -f examples/grpo-2node.yaml        # prints the job id
-  nrl-launch submit grpo --config c.yaml --sweep policy.optimizer.lr=1e-6,3e-6 --max-running 2
   nrl-launch submit --backend local --wait --gpus-per-node 2 \\
       -- python examples/cluster_check.py --nodes 1 --gpus-per-node 2
 """
