@@ -58,6 +58,7 @@ def test_a_sweep_queues_every_point_as_one_experiment_in_lanes(
         "  101  lr-1  policy.optimizer.lr=1e-6 grpo.num_generations_per_prompt=8\n"
     )
     assert "nrl-launch status --experiment lr" in result.out
+    assert result.err.count("(optional in secrets) not set") == 1  # said once, not per point
     scripts = [Path(call.split()[-1]).read_text() for call in slurm.calls("sbatch")]
     read = [sbatch_reads(s) for s in scripts]
     assert [next(a for a in r if a.startswith("--job-name=")) for r in read] == [

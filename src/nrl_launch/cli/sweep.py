@@ -272,7 +272,7 @@ def _queue(
                     update={"dependency": f"{old},{after}" if old else after}
                 )
                 spec = spec.model_copy(update={"slurm": slurm})
-            rec = launch(spec, keep=False).model_copy(
+            rec = launch(spec, keep=False, checks=not records).model_copy(
                 update={"experiment": name, "overrides": list(point.overrides)}
             )
             record.save(rec, state)

@@ -65,18 +65,20 @@ def launch(
     remove_first: str | None = None,
     environment: Mapping[str, str] | None = None,
     keep: bool = True,
+    checks: bool = True,
 ) -> record.JobRecord:
     """Queue `spec` on its backend and return its record: a Ray job, or with `kind` plain one
     command on every node (`run`, `pull`; `remove_first`: pull --force's file). `environment`:
     variables the job gets beside the request's own; `keep`: save the record (a spare try of
-    --retries is kept in its run's record instead)."""
+    --retries is kept in its run's record instead); `checks`: check the log dir and secrets
+    (a sweep's later points skip it: the first's passed, and they differ only in overrides)."""
     from nrl_launch import backends
 
     backend = backends.get(spec.backend)
     cwd = Path.cwd()
-    if backend.shares_files:  # else the log dir is on the backend's storage, not here
+    if backend.shares_files and checks:  # else the log dir is on the backend's storage
         check_log_base(spec, cwd)
-    if backend.secrets_from_shell:
+    if backend.secrets_from_shell and checks:
         check_secrets(spec, os.environ)
     state = paths.state_dir(os.environ)
     job_id = backend.new_job_id()  # known ahead only where no scheduler numbers the job
