@@ -16,11 +16,11 @@ Sweep = Annotated[
     list[str] | None,
     typer.Option(
         "--sweep",
-        help="Submit one job per value, as one experiment: KEY=V1,V2,... appended to the "
-        "driver as Hydra's KEY=V; given again, the product of the values.",
+        help="One job per value, as one experiment: KEY=V1,V2,... appended to each driver as "
+        "Hydra's KEY=V; given again, the product of the values.",
         rich_help_panel=_SWEEP,
         show_default=False,
-        metavar="KEY=V1,V2",
+        metavar="KEY=VALUES",
     ),
 ]
 SweepFile = Annotated[
