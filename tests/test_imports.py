@@ -73,6 +73,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("nrl_launch.backends",),  # where a job runs: plan (render) and talk to the scheduler
     ("nrl_launch.jobs", "nrl_launch.doctor"),  # job records and their state; the checks
+    ("nrl_launch.api",),  # the Python API: what the commands do, as functions (they call it)
     ("nrl_launch.cli", "nrl_launch.__main__"),  # the command line, on top of everything
 ]
 
