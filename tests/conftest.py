@@ -163,7 +163,7 @@ TINY_RL = EXAMPLES / "tiny-rl"
 def readme_block(marker: str) -> list[str]:
     """The commands of the README's ```bash block that holds `marker`, one per line."""
     blocks = (REPO / "README.md").read_text().split("```bash\n")[1:]
-    (block,) = [b.split("```")[0] for b in blocks if marker in b]
+    (block,) = [block for b in blocks if marker in (block := b.split("```")[0])]
     return [line for line in block.splitlines() if line.strip()]
 
 
