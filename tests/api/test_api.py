@@ -148,3 +148,22 @@ def test_the_promise_is_all_and_it_resolves() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert issubclass(api.NrlLaunchWarning, UserWarning)
+
+
+def test_submit_queues_records_and_prints_nothing(
+    slurm: FakeSlurm, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HF_TOKEN", "WANDB_API_KEY"):  # optional secrets: warned about when unset
+        monkeypatch.setenv(name, "x")
+    slurm.answer("sbatch", stdout="77\n")
+    spec = api.load_spec(command=DRIVER, settings={**SHARED, "slurm.gpus_per_node": 2})
+    job = api.submit(spec, snapshot=False)
+    assert (job.job_id, job.backend, job.log_dir) == ("77", "slurm", "/lustre/logs/77-logs")
+    assert [j.job_id for j in api.jobs()] == ["77"]
+    assert len(slurm.calls("sbatch")) == 1
+    assert capsys.readouterr() == ("", "")
+    # A Spec made by hand (a changed launch spec) is planned and queued as one without a config.
+    bigger = api.Spec(spec.launch.model_copy(update={"interactive": True}))
+    assert api.plan(bigger).as_dict() == {"config": None, "layout": None, "problems": []}
+    slurm.answer("sbatch", stdout="78\n")
+    assert api.submit(bigger).job_id == "78"

@@ -204,10 +204,7 @@ def submit(spec: Spec, *, snapshot: bool = True) -> Job:
     """
     from nrl_launch.api import specs
 
-    launch = specs.runnable(spec)
-    assert spec._prepared is not None
-    records, _ = specs.queue(launch, spec._prepared, snapshot=snapshot)
-    return records[-1]
+    return specs.submit(spec, snapshot=snapshot)
 
 
 @_quiet

@@ -39,6 +39,7 @@ __all__ = [
     "runnable",
     "shown",
     "spec_of",
+    "submit",
 ]
 
 # The first words of the one problem a spec that names no driver has (an interactive job runs
@@ -205,8 +206,9 @@ class Plan:
         """The plan as plain data: what `nrl-launch plan --json` prints."""
         from dataclasses import asdict
 
-        layout, prepared, spec = self.layout, self.spec._prepared, self.spec.launch
-        assert layout is not None and prepared is not None
+        layout, prepared, spec = self.layout, _prepared(self.spec), self.spec.launch
+        if layout is None:  # no NeMo RL config was read: nothing laid out
+            return {"config": None, "layout": None, "problems": list(self.problems)}
         return {
             "config": self.config,
             "overrides": list(self.overrides),
@@ -234,8 +236,7 @@ class Plan:
 
 def plan_of(spec: Spec) -> Plan:
     """The plan of `spec` (pure: its config was read when it was loaded)."""
-    prepared = spec._prepared
-    assert prepared is not None, "a Spec comes from load()"
+    prepared = _prepared(spec)
     layout = prepared.layout
     return Plan(
         spec=spec,
@@ -247,6 +248,15 @@ def plan_of(spec: Spec) -> Plan:
         injected=prepared.injected,
         unchecked=prepared.unchecked,
     )
+
+
+def _prepared(spec: Spec) -> Prepared:
+    """How `spec` was read with its NeMo RL config; for a Spec made by hand, as one without."""
+    if spec._prepared is not None:
+        return spec._prepared
+    from nrl_launch.nemorl.job import Prepared
+
+    return Prepared(spec=spec.launch, problems=spec.problems, notes=spec.notes)
 
 
 def _node_roles(spec: LaunchSpec, layout: Layout) -> list[NodeRole]:
@@ -289,6 +299,12 @@ def shown(request: Request) -> str:
     """The request as `render` shows it: the job script; on a backend with an API (Lepton),
     the job sent first, then its script."""
     return f"{request.job_spec}\n\n{request.script}" if request.job_spec else request.script
+
+
+def submit(spec: Spec, *, snapshot: bool = True) -> JobRecord:
+    """Queue `spec` once it may run (`runnable`): one job, or a --retries run; its record."""
+    records, _ = queue(runnable(spec), _prepared(spec), snapshot=snapshot)
+    return records[-1]
 
 
 def queue(
