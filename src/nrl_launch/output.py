@@ -11,7 +11,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any
 
 __all__ = [
     "JSON_VERSION",
@@ -36,7 +36,6 @@ JSON_VERSION = 1
 
 _json_printed = False  # whether this process has printed a JSON object (at most one, whole)
 
-T = TypeVar("T")
 # Who hears warn() and note() instead of stderr (kind "warning" or "note", the message): the
 # Python API's caller, while an API function runs; None: stderr. A command of the CLI keeps
 # stderr for them, also when it calls the API (`as_command`).
@@ -44,11 +43,12 @@ _sink: ContextVar[Callable[[str, str], None] | None] = ContextVar("nrl_launch_si
 _command: ContextVar[bool] = ContextVar("nrl_launch_command", default=False)
 
 
-def as_command(run: Callable[[], T]) -> T:
-    """Run `run` as a command of the CLI: what it warns about is printed, wherever it is said."""
+@contextlib.contextmanager
+def as_command() -> Iterator[None]:
+    """The block runs a command of the CLI: what it warns about is printed, wherever it is said."""
     token = _command.set(True)
     try:
-        return run()
+        yield
     finally:
         _command.reset(token)
 
