@@ -125,10 +125,17 @@ def rule_cases(rules: Sequence[Rule]) -> list[object]:
 # ---- imports: what a fresh `python -m nrl_launch` loads ----
 
 
-def imported(*args: str) -> set[str]:
-    """Every module a fresh `python -m nrl_launch ARGS` imports (from -X importtime)."""
+def imported(*args: str, code: str | None = None) -> set[str]:
+    """Every module a fresh `python -m nrl_launch ARGS` (or `python -c CODE`) imports (from -X
+    importtime)."""
     run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "nrl_launch", *args],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            *(["-c", code] if code else ["-m", "nrl_launch"]),
+            *args,
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -10,6 +10,8 @@ from pathlib import Path
 from tests.conftest import EXAMPLES
 from tests.helpers import imported, roots
 
+GRPO_TINY = str(EXAMPLES / "tiny-rl/examples/configs/grpo_tiny.yaml")
+
 
 def test_render_never_imports_ray() -> None:
     modules = imported("render", "-f", str(EXAMPLES / "grpo-2node.yaml"))
@@ -39,6 +41,14 @@ def test_a_command_imports_only_what_it_runs() -> None:
     assert not {"nrl_launch.nemorl.layout", "nrl_launch.jobs.launch"} & modules
     plan = imported("plan", "--config", str(EXAMPLES / "tiny-rl/examples/configs/grpo_tiny.yaml"))
     assert "omegaconf" in roots(plan) and not roots(plan) & {"jinja2", "rich"}
+
+
+def test_the_python_api_imports_as_lightly_as_the_cli() -> None:
+    heavy = {"ray", "torch", "leptonai", "pydantic", "jinja2", "yaml", "omegaconf", "rich", "typer"}
+    assert not roots(imported(code="import nrl_launch.api")) & heavy
+    # Planning reads the spec and the NeMo RL config: no job script, no Ray, no terminal.
+    plan = f"from nrl_launch import api; api.plan(api.load_spec(config={GRPO_TINY!r}))"
+    assert not roots(imported(code=plan)) & {"ray", "torch", "leptonai", "jinja2", "rich", "typer"}
 
 
 # ---- Layering: the package's modules import only downward, and never in a circle ----
@@ -73,6 +83,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("nrl_launch.backends",),  # where a job runs: plan (render) and talk to the scheduler
     ("nrl_launch.jobs", "nrl_launch.doctor"),  # job records and their state; the checks
+    ("nrl_launch.api",),  # the Python API: what the commands do, as functions (they call it)
     ("nrl_launch.cli", "nrl_launch.__main__"),  # the command line, on top of everything
 ]
 

@@ -1,21 +1,27 @@
 """The one module that prints: plain text, a versioned JSON envelope, or one-line errors.
 
-rich is imported only where a table is drawn, so plain commands start fast.
+rich is imported only where a table is drawn, so plain commands start fast. While the Python
+API (nrl_launch.api) runs outside a command, warnings and notes go to its caller instead
+(`heard_by`): nothing prints then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
     "JSON_VERSION",
+    "as_command",
     "ask",
     "confirm",
     "emit_json",
     "emit_text",
     "error",
+    "heard_by",
     "json_printed",
     "note",
     "reset",
@@ -29,6 +35,35 @@ __all__ = [
 JSON_VERSION = 1
 
 _json_printed = False  # whether this process has printed a JSON object (at most one, whole)
+
+# Who hears warn() and note() instead of stderr (kind "warning" or "note", the message): the
+# Python API's caller, while an API function runs; None: stderr. A command of the CLI keeps
+# stderr for them, also when it calls the API (`as_command`).
+_sink: ContextVar[Callable[[str, str], None] | None] = ContextVar("nrl_launch_sink", default=None)
+_command: ContextVar[bool] = ContextVar("nrl_launch_command", default=False)
+
+
+@contextlib.contextmanager
+def as_command() -> Iterator[None]:
+    """The block runs a command of the CLI: what it warns about is printed, wherever it is said."""
+    token = _command.set(True)
+    try:
+        yield
+    finally:
+        _command.reset(token)
+
+
+@contextlib.contextmanager
+def heard_by(sink: Callable[[str, str], None]) -> Iterator[None]:
+    """warn() and note() go to `sink` for the block, unless a CLI command runs it."""
+    if _command.get():
+        yield
+        return
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
 
 
 def emit_text(text: str) -> None:
@@ -79,11 +114,17 @@ def traceback() -> None:
 
 def note(message: str) -> None:
     """Something nrl-launch decided for the user (a derived value), on stderr."""
+    if (sink := _sink.get()) is not None:
+        sink("note", message)
+        return
     sys.stderr.write(f"nrl-launch: note: {message}\n")
     sys.stderr.flush()
 
 
 def warn(message: str) -> None:
+    if (sink := _sink.get()) is not None:
+        sink("warning", message)
+        return
     sys.stderr.write(f"nrl-launch: warning: {message}\n")
     sys.stderr.flush()
 

@@ -133,9 +133,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # A command's name is the first word (--debug is out; the root's other options end the
         # run): only that command is built. Anything else (--help, a typo) gets them all.
         only = args[0] if args and args[0] in _COMMANDS else None
-        result = typer.main.get_command(_app(only)).main(
-            args, prog_name="nrl-launch", standalone_mode=False
-        )
+        with output.as_command():  # its warnings print, also those of the API it calls
+            result = typer.main.get_command(_app(only)).main(
+                args, prog_name="nrl-launch", standalone_mode=False
+            )
         code = result if isinstance(result, int) else ExitCode.OK
     except NrlLaunchError as exc:
         code = _failed(exc.message, exc.exit_code, json_as, debug)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nrl_launch import output, paths
+from nrl_launch import output
 from nrl_launch.cli.options import Json
 from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import ExitCode, JobNotFoundError, UsageError
@@ -23,24 +21,6 @@ Examples:
   nrl-launch logs JOBID -f                 # follow the driver; exits with the job's exit code
   nrl-launch logs JOBID --node 1 --tail 50 # the end of worker 1's Ray log
 """
-
-
-def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
-    """driver (or None) -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log;
-    a plain job (run, pull) has one log, job.log."""
-    from nrl_launch.jobs.status import main_log
-
-    if rec.kind == "plain":
-        if node is not None:
-            raise UsageError(
-                f"--node {node!r}: job {rec.job_id} runs a plain command (nrl-launch run or "
-                "pull), whose one log, job.log, holds every node's output"
-            )
-        return log_dir / main_log(rec.kind)
-    if node in (None, "driver"):
-        return log_dir / main_log(rec.kind)
-    index = rec.node_index(node, also="driver, ")
-    return log_dir / ("ray-head.log" if index == 0 else f"ray-worker-{index}.log")
 
 
 def logs(
@@ -73,37 +53,21 @@ def logs(
     with the job's exit code: the driver's when it failed, 0 when it completed, 1 when it was
     cancelled or timed out. For a job Slurm no longer knows (its accounting purged), the exit
     code its log dir records (ENDED, exit_code); with none recorded, one line and exit 4."""
-    from nrl_launch import backends
-    from nrl_launch.jobs import query, record
-    from nrl_launch.jobs.status import find_log_dir
+    from nrl_launch.api import tracking
 
     if follow and json:
         raise UsageError("--follow and --json cannot be combined: --json prints one object once")
-    rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
-    job_id = rec.job_id  # a name was given, maybe
-    path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
-    backend = backends.get(rec.backend)
-    if not backend.shares_files and not path.is_file():
-        # The log dir is on the scheduler's storage, not here: ask its log store. The driver
-        # runs on worker 0, so its output is worker 0's.
-        if follow:
-            raise UsageError(
-                f"--follow: job {job_id} runs on {rec.backend}, whose logs this machine reads "
-                "only as they stand; run `nrl-launch logs` again, or mount its log dir here"
-            )
-        index = 0 if node in (None, "driver") else rec.node_index(node, also="driver, ")
-        _print(job_id, None, _last_lines(backend.replica_log(rec.job_id, index), tail), json)
-        return 0
+    rec = tracking.record_of(job_id)
     if not follow:
-        if not path.is_file():
-            raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")
-        text = path.read_text(encoding="utf-8", errors="replace")
-        _print(job_id, str(path), _last_lines(text, tail), json)
+        path, text = tracking.read_log(rec, node, tail)
+        _print(rec.job_id, path, text, json)
         return 0
     try:
-        return _follow(rec, path, tail)
+        return _follow(rec, node, tail)
     except KeyboardInterrupt:
-        output.warn(f"stopped following; job {job_id} keeps running (nrl-launch cancel {job_id})")
+        output.warn(
+            f"stopped following; job {rec.job_id} keeps running (nrl-launch cancel {rec.job_id})"
+        )
         return ExitCode.INTERRUPTED
 
 
@@ -116,49 +80,17 @@ def _print(job_id: str, path: str | None, text: str, json: bool) -> None:
         output.write(text)
 
 
-def _last_lines(text: str, count: int | None) -> str:
-    """The last `count` lines of `text` (all of it for None, nothing for 0)."""
-    if count is None:
-        return text
-    return "".join(text.splitlines(keepends=True)[-count:]) if count else ""
+def _follow(rec: JobRecord, node: str | None, tail: int | None) -> int:
+    """Print the log as it grows until the job ends; the job's exit code (`_exit_code`)."""
+    from nrl_launch.api import tracking
 
-
-def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
-    import codecs
-
-    from nrl_launch.jobs import query
-
-    poll = query.StatusPoller([rec])
-    # Bytes are counted as read; a character split across two reads is decoded whole.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    offset, last_check = 0, 0.0
-    ended: JobStatus | None = None  # the job's status once it has ended
-    log_dir = path.parent
-    seen = log_dir.is_dir()  # before the job starts, its log dir is still to come
-    if tail is not None:
-        data = _read_from(path, 0) or b""
-        output.write(_last_lines(data.decode("utf-8", errors="replace"), tail))
-        offset = len(data)
+    rec, path = tracking.current_log(rec, node)
+    chunks = tracking.follow_log(rec, path, tail)
     while True:
-        chunk = _read_from(path, offset)
-        if chunk:
-            offset += len(chunk)
-            output.write(decoder.decode(chunk))
-            continue
-        if log_dir.is_dir():
-            seen = True
-        elif seen or not log_dir.parent.is_dir():
-            raise JobNotFoundError(f"the log dir {log_dir} was removed while following it")
-        if ended is not None:
-            return _exit_code(rec, ended)
-        # The job's state is checked every few seconds, not on every read.
-        if time.monotonic() - last_check > 3:
-            last_check = time.monotonic()
-            found = poll()
-            if found is not None and found[0].over:
-                ended = found[0]
-            continue  # read once more after the job ended, then stop
-        time.sleep(0.5)
+        try:
+            output.write(next(chunks))
+        except StopIteration as ended:  # noqa: PERF203 - how the job's status comes back
+            return _exit_code(rec, ended.value)
 
 
 def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
@@ -189,13 +121,3 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
         f"(exit code {code})"
     )
     return code
-
-
-def _read_from(path: Path, offset: int) -> bytes | None:
-    """What `path` holds past `offset`; None while it does not exist (not yet, or no more)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None

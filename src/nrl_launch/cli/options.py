@@ -9,7 +9,6 @@ option means nothing (pull has no nodes to choose) simply does not take it.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import typer
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
+    from nrl_launch.api.specs import Inputs
     from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved, Setting
 
@@ -88,31 +88,22 @@ class JobFlags:
     sets: list[str]
     json: bool
 
+    def inputs(self) -> Inputs:
+        """The layers these flags give the spec, for the API's loading (`api.specs`)."""
+        from nrl_launch.api.specs import Inputs
+        from nrl_launch.spec.layers import Setting
+
+        flags = tuple(Setting(k, v, self.labels[k]) for k, v in self.values.items())
+        return Inputs(self.profile, self.job, flags, tuple(self.sets))
+
     def prepare(
         self, *, check: bool | None = None, need_driver: bool = True, notes: bool = True
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch import backends, output
-        from nrl_launch.backends import rules
-        from nrl_launch.nemorl.job import prepare
-        from nrl_launch.spec import lint
+        from nrl_launch.api import specs
 
-        resolved = self.resolve(need_driver=need_driver)
-        time_limited = backends.time_limited(resolved.spec.backend)
-        prepared = prepare(
-            resolved, time_limited=time_limited, backend_rules=rules.check, check=check
-        )
-        for warning in lint.training_warnings(resolved):
-            output.warn(warning)
-        for note in prepared.notes if notes else ():
-            output.note(note)
-        for warning in prepared.warnings:
-            output.warn(warning)
-        if check is None:  # problems left here were let through by --no-check: still say them
-            for problem in prepared.problems:
-                output.warn(problem)
-        return prepared
+        return specs.prepare(self.inputs(), check=check, need_driver=need_driver, notes=notes)
 
     def resolve(
         self, base: Sequence[Setting] = (), *, need_driver: bool = True, ray: bool = True
@@ -121,35 +112,9 @@ class JobFlags:
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none). Without
         `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
-        from nrl_launch import backends, output
-        from nrl_launch.backends import rules
-        from nrl_launch.errors import ConfigError
-        from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
+        from nrl_launch.api import specs
 
-        def load(base: Sequence[Setting]) -> Resolved:
-            return layers.load(
-                base=base,
-                profile=self.profile,
-                job_files=self.job,
-                environ=os.environ,
-                cwd=Path.cwd(),
-                flags=[layers.Setting(k, v, self.labels[k]) for k, v in self.values.items()],
-                sets=self.sets,
-                backend_rules=rules.check,
-            )
-
-        try:
-            resolved = load(base)
-        except ConfigError as exc:
-            if need_driver or not any(
-                p.startswith("driver.command is not set") for p in exc.problems
-            ):
-                raise
-            resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-        containers = backends.containers(resolved.spec.backend)
-        for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
-            output.warn(warning)
-        return resolved
+        return specs.resolve(self.inputs(), base, need_driver=need_driver, ray=ray)
 
 
 def _option(*names: str, help: str, panel: str, metavar: str | None = None) -> Any:

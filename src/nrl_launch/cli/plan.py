@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nrl_launch import output
 from nrl_launch.cli.options import (
@@ -39,7 +39,7 @@ from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
-    from nrl_launch.nemorl.job import Prepared
+    from nrl_launch.api.specs import Plan
     from nrl_launch.nemorl.layout import Layout, NodeRole
 
 EXAMPLES = """\
@@ -93,67 +93,42 @@ def plan(
         from nrl_launch.cli import sweep as sweeps
 
         return sweeps.plan(flags, sweeps.Grid(tuple(sweep or ()), sweep_file))
-    prepared = flags.prepare(check=False, need_driver=False, notes=False)
-    layout = prepared.layout
-    if layout is None and prepared.unchecked:
-        raise UsageError(f"{prepared.unchecked}: run plan where it is, or give --config FILE")
-    if layout is None:
+    from nrl_launch.api import specs
+
+    planned = specs.plan_of(
+        specs.spec_of(flags.prepare(check=False, need_driver=False, notes=False))
+    )
+    if planned.layout is None and planned.unchecked:
+        raise UsageError(f"{planned.unchecked}: run plan where it is, or give --config FILE")
+    if planned.layout is None:
         raise UsageError(
             "--config FILE: plan needs a NeMo RL config (or a driver command that gives one "
             "--config, e.g. ray.sub's COMMAND)"
         )
-    failed = ConfigError(list(prepared.problems)) if prepared.problems else None
+    failed = ConfigError(list(planned.problems)) if planned.problems else None
     if flags.json:
-        data = _as_data(prepared, layout)
+        data = planned.as_dict()
         if failed is not None:  # as every command's error object has them (cli.main)
-            data |= {"exit_code": int(failed.exit_code), "errors": list(prepared.problems)}
+            data |= {"exit_code": int(failed.exit_code), "errors": list(planned.problems)}
         output.emit_json("plan", data, ok=failed is None)
-    elif layout.cluster_nodes:  # without its nodes and GPUs there is no allocation to show
-        output.emit_text(_as_text(prepared, layout))
+    elif planned.layout.cluster_nodes:  # without its nodes and GPUs there is no allocation
+        output.emit_text(_as_text(planned, planned.layout))
     if failed is not None:
         raise failed
 
 
-def _as_data(prepared: Prepared, layout: Layout) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return {
-        "config": prepared.config,
-        "overrides": list(prepared.overrides),
-        "injected_overrides": list(prepared.injected),
-        "nodes": layout.nodes,
-        "dedicated_head": prepared.spec.ray.dedicated_head,
-        "slurm_nodes": prepared.spec.allocated_nodes,
-        "gpus_per_node": layout.gpus_per_node,
-        "cluster_nodes": layout.cluster_nodes,
-        "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
-        "training_gpus": layout.training_gpus,
-        "generation_gpus": layout.generation_gpus,
-        "training": asdict(layout.training) if layout.training else None,
-        "generation": asdict(layout.generation) if layout.generation else None,
-        "teachers": [asdict(teacher) for teacher in layout.teachers],
-        "reward_model": asdict(layout.reward_model) if layout.reward_model else None,
-        "layout": [asdict(role) for role in _node_roles(prepared, layout)],
-        "problems": list(prepared.problems),
-        "notes": list(prepared.notes),
-        "warnings": list(prepared.warnings),
-        "driver": list(prepared.spec.driver.command or []),
-        "sandbox": sandbox.model_dump(mode="json") if (sandbox := prepared.spec.sandbox) else None,
-    }
-
-
-def _as_text(prepared: Prepared, layout: Layout) -> str:
-    overrides = prepared.overrides
+def _as_text(planned: Plan, layout: Layout) -> str:
+    overrides, spec = planned.overrides, planned.spec.launch
     total = layout.nodes * layout.gpus_per_node
     gpu_nodes = f"{layout.nodes} node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
-    if prepared.spec.ray.dedicated_head:
+    if spec.ray.dedicated_head:
         # Slurm gives the head the GPUs of every node: say that they are not used.
         gpu_nodes = (
             f"{layout.nodes + 1} Slurm nodes: 1 CPU Ray head (its GPUs idle) + {layout.nodes} "
             f"GPU node(s) x {layout.gpus_per_node} GPU(s) = {total} GPU(s)"
         )
     lines = [
-        f"Config:      {prepared.config}"
+        f"Config:      {planned.config}"
         + (f" + {len(overrides)} override(s)" if overrides else ""),
         f"Allocation:  {gpu_nodes}"
         f" (cluster.num_nodes={layout.cluster_nodes}"
@@ -172,36 +147,23 @@ def _as_text(prepared: Prepared, layout: Layout) -> str:
     lines += ["", f"{'NODE':<6}{'ROLE':<22}{'TRAINING':<10}GENERATION"]
     lines += [
         f"{nodes:<6}{r.role:<22}{r.training_gpus:<10}{r.generation_gpus}"
-        for nodes, r in _runs(_node_roles(prepared, layout))
+        for nodes, r in _runs(list(planned.roles))
     ]
-    lines += [f"Note:        {note}" for note in prepared.notes]
+    lines += [f"Note:        {note}" for note in planned.spec.notes]
     from nrl_launch.shell import join
 
-    if prepared.spec.driver.command:
-        lines += ["", f"Driver:      {join(prepared.spec.driver.command)}"]
-    if sandbox := prepared.spec.sandbox:
+    if spec.driver.command:
+        lines += ["", f"Driver:      {join(spec.driver.command)}"]
+    if sandbox := spec.sandbox:
         lines.append(
             f"Sandbox:     {join(sandbox.command)} on every node, "
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
         )
-    lines += ["", "Fits." if not prepared.problems else f"{len(prepared.problems)} problem(s):"]
+    lines += ["", "Fits." if planned.fits else f"{len(planned.problems)} problem(s):"]
     # Under their header, on stdout too (`plan > plan.txt` keeps them); the error lines on stderr
     # say them again, for the exit code's sake.
-    lines += [f"  {problem}" for problem in prepared.problems]
+    lines += [f"  {problem}" for problem in planned.problems]
     return "\n".join(lines)
-
-
-def _node_roles(prepared: Prepared, layout: Layout) -> list[NodeRole]:
-    """What each Slurm node of the job does, by its index in the job (as attach and logs name
-    it): with a dedicated head, node 0 is the head and the GPU nodes follow it."""
-    if not prepared.spec.ray.dedicated_head:
-        return list(layout.nodes_layout)
-    from dataclasses import replace
-
-    from nrl_launch.nemorl.layout import NodeRole
-
-    head = NodeRole(0, "ray-head", 0, 0)
-    return [head, *(replace(role, node=role.node + 1) for role in layout.nodes_layout)]
 
 
 def _runs(roles: list[NodeRole]) -> list[tuple[str, NodeRole]]:

@@ -87,25 +87,9 @@ def render(
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
     flags = job_flags_of(locals())
-    from nrl_launch import backends, container_checks
+    from nrl_launch.api import specs
 
-    spec = flags.prepare().spec
-    # A dry run, in CI too: the checks that need the cluster's filesystem wait for submit.
-    container_checks.check(spec, backend=backends.get(spec.backend), on_host=False)
-    if backends.get(spec.backend).shares_files:
-        from nrl_launch import trust
-
-        problem = trust.log_base_problem(spec.logs.base_dir, Path.cwd())
-        if problem:
-            output.warn(f"{problem} (submit refuses it)")
-        if spec.driver.snapshot and spec.driver.command and not spec.interactive:
-            from nrl_launch.jobs import snapshot
-
-            # What submit would freeze, read (git), not copied; silent outside a checkout.
-            frozen = snapshot.describe(spec, Path.cwd())
-            if frozen.startswith("submit freezes"):
-                output.note(frozen)
-    request = backends.plan(spec, str(out) if out else None)
+    request = specs.request(flags.prepare().spec, str(out) if out else None)
     if out is not None:
         from nrl_launch.jobs.launch import write_script
 
@@ -123,10 +107,8 @@ def render(
         output.emit_json("render", rendered | ({"job_spec": sent} if sent else {}))
     elif out is not None:
         output.emit_text(request.job_spec or request.command_line)
-    elif request.job_spec:
-        output.emit_text(f"{request.job_spec}\n\n{request.script}")
     else:
-        output.emit_text(request.script)
+        output.emit_text(specs.shown(request))
 
 
 def _parsed(job_spec: str | None) -> object:

@@ -58,7 +58,8 @@ def status(
 ) -> int:
     """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended;
     with no JOBID, every job submitted from here."""
-    from nrl_launch.jobs import query, record
+    from nrl_launch.api import tracking as found_jobs
+    from nrl_launch.jobs import query
 
     if watch and json:
         raise UsageError("--watch and --json cannot be combined: --json prints one object once")
@@ -67,21 +68,17 @@ def status(
 
         members = experiments.records(experiment, job_ids, "status")
         return follow(members) if watch else experiments.show("status", experiment, json=json)
-    state = paths.state_dir(os.environ)
     if not job_ids:
         if watch:
             raise UsageError("--watch: name the jobs to follow: nrl-launch status JOBID --watch")
         records = all_records()
         found = query.overview(records)
+        found_jobs.remember_runs(records, found)
     else:
-        records = [record.load(job_id, state) for job_id in job_ids]
+        records = [found_jobs.record_of(job_id) for job_id in job_ids]
         if watch:
             return follow(records)
-        found = query.statuses(records)
-    for rec, s in zip(records, found, strict=True):
-        if len(s.log_dirs) > 1 and s.log_dirs != rec.runs:
-            # A requeued job: its record keeps every run's log dir, not just the first.
-            record.save(rec.model_copy(update={"runs": s.log_dirs}), state)
+        found = found_jobs.statuses(records)
     if json:
         jobs = [status_object(s) | code_object(r) for r, s in zip(records, found, strict=True)]
         output.emit_json("status", {"jobs": jobs})
@@ -107,12 +104,9 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
 
 def all_records() -> list[JobRecord]:
     """Every readable record, newest first; one warning per unreadable one."""
-    from nrl_launch.jobs import record
+    from nrl_launch.api import tracking
 
-    records, warnings = record.load_all(paths.state_dir(os.environ))
-    for warning in warnings:
-        output.warn(warning)
-    return records
+    return tracking.records()
 
 
 def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None:

@@ -1,0 +1,383 @@
+"""Job specs for the API and the CLI alike: read the layers (profile, job files, environment,
+values, --set), apply the NeMo RL config, plan the allocation, render the job script, and queue
+it (the core of `submit`). The CLI's commands call these; `nrl_launch.api` is their face.
+
+What the user should hear about (a warning, a note) is said through `output.warn`/`note`: a
+command prints it, the API hands it to its caller as a Python warning (`nrl_launch.api`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nrl_launch import output
+from nrl_launch.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from nrl_launch.backends import Request
+    from nrl_launch.jobs.record import JobRecord
+    from nrl_launch.nemorl.job import Prepared
+    from nrl_launch.nemorl.layout import Layout, NodeRole
+    from nrl_launch.spec import LaunchSpec
+    from nrl_launch.spec.layers import Resolved, Setting
+
+__all__ = [
+    "Inputs",
+    "Plan",
+    "Spec",
+    "chained",
+    "frozen",
+    "load",
+    "plan_of",
+    "prepare",
+    "queue",
+    "request",
+    "resolve",
+    "runnable",
+    "shown",
+    "spec_of",
+    "submit",
+]
+
+# The first words of the one problem a spec that names no driver has (an interactive job runs
+# none): plan and doctor read such a spec as interactive, render and submit refuse it.
+_NO_DRIVER = "driver.command is not set"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where a spec's values come from, above the built-in defaults: the profile (None: the
+    default one, if any), job files (a later one wins), then the environment, `settings` (each
+    labelled with where it was given: a flag) and `sets` (KEY=VALUE, last and highest)."""
+
+    profile: Path | None = None
+    job_files: tuple[Path, ...] = ()
+    settings: tuple[Setting, ...] = ()
+    sets: tuple[str, ...] = ()
+
+
+def resolve(
+    inputs: Inputs, base: Sequence[Setting] = (), *, need_driver: bool = True, ray: bool = True
+) -> Resolved:
+    """The validated spec `inputs` describe, layered over the files and environment (and over
+    `base`, a command's own defaults). Without `need_driver`, a spec that names no driver is
+    read as an interactive job (doctor and plan run none). Without `ray`, the job starts no Ray
+    (run, pull): no warning about what only Ray reads."""
+    from nrl_launch import backends
+    from nrl_launch.backends import rules
+    from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
+
+    def load(base: Sequence[Setting]) -> Resolved:
+        return layers.load(
+            base=base,
+            profile=inputs.profile,
+            job_files=inputs.job_files,
+            environ=os.environ,
+            cwd=Path.cwd(),
+            flags=inputs.settings,
+            sets=inputs.sets,
+            backend_rules=rules.check,
+        )
+
+    try:
+        resolved = load(base)
+    except ConfigError as exc:
+        if need_driver or not any(p.startswith(_NO_DRIVER) for p in exc.problems):
+            raise
+        resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
+    containers = backends.containers(resolved.spec.backend)
+    for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
+        output.warn(warning)
+    return resolved
+
+
+def prepare(
+    inputs: Inputs, *, check: bool | None = None, need_driver: bool = True, notes: bool = True
+) -> Prepared:
+    """The spec with its NeMo RL config applied (sized, checked, driver command built); the
+    warnings (and with `notes`, what was derived) are said. `check` None: refuse a config that
+    does not fit unless nemo_rl.check is false (--no-check), and then warn about its problems."""
+    from nrl_launch import backends
+    from nrl_launch.backends import rules
+    from nrl_launch.nemorl.job import prepare
+    from nrl_launch.spec import lint
+
+    resolved = resolve(inputs, need_driver=need_driver)
+    time_limited = backends.time_limited(resolved.spec.backend)
+    prepared = prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=check)
+    for warning in lint.training_warnings(resolved):
+        output.warn(warning)
+    for note in prepared.notes if notes else ():
+        output.note(note)
+    for warning in prepared.warnings:
+        output.warn(warning)
+    if check is None:  # problems left here were let through by --no-check: still say them
+        for problem in prepared.problems:
+            output.warn(problem)
+    return prepared
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A job spec, validated once: its layers resolved and its NeMo RL config applied.
+
+    Attributes:
+        launch: the whole spec (the job file schema, `nrl-launch config show`), sized by the
+            NeMo RL config: what `render` renders and `submit` queues.
+        problems: where the NeMo RL config does not fit the job, one line each (`plan` shows
+            them; `render` and `submit` refuse the spec while there are any, unless
+            nemo_rl.check is false).
+        notes: what nrl-launch derived for the job (nodes from the config, overrides passed to
+            the driver), one line each.
+    """
+
+    launch: LaunchSpec
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    # What nrl-launch needs beside them: the prepared spec, and why it cannot run (no driver).
+    _prepared: Prepared | None = field(default=None, repr=False, compare=False)
+    _no_driver: str | None = field(default=None, repr=False, compare=False)
+
+
+def load(inputs: Inputs) -> Spec:
+    """The `Spec` of `inputs`; one that names no driver is kept, for plan, as an interactive
+    job that render and submit refuse (with the line a command would have said)."""
+    no_driver = None
+    try:
+        prepared = prepare(inputs, check=False, notes=False)
+    except ConfigError as exc:
+        no_driver = next((p for p in exc.problems if p.startswith(_NO_DRIVER)), None)
+        if no_driver is None:
+            raise
+        prepared = prepare(inputs, check=False, need_driver=False, notes=False)
+    return spec_of(prepared, no_driver)
+
+
+def spec_of(prepared: Prepared, no_driver: str | None = None) -> Spec:
+    """The `Spec` of a prepared spec (`prepare`); `no_driver`: why it cannot run."""
+    return Spec(prepared.spec, prepared.problems, prepared.notes, prepared, no_driver)
+
+
+def runnable(spec: Spec) -> LaunchSpec:
+    """`spec`'s launch spec, once it may run: it names a driver (or is interactive), and its
+    NeMo RL config fits (or nemo_rl.check is false, and its problems are warned about)."""
+    if spec._no_driver is not None:
+        raise ConfigError([spec._no_driver])
+    if spec.problems and spec.launch.nemo_rl.check:
+        raise ConfigError(list(spec.problems))
+    for problem in spec.problems:
+        output.warn(problem)
+    return spec.launch
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The allocation a spec's NeMo RL config needs, and where its GPUs go (`nrl-launch plan`).
+
+    Attributes:
+        spec: the spec planned.
+        layout: the config's layout (nodes, GPUs, training and generation); None when there is
+            no NeMo RL config to read (`unchecked` may say why).
+        problems: where the config does not fit the job, one line each.
+        roles: what each Slurm node of the job does, by its index (as `logs --node` names it).
+        config, overrides: the config checked, as written, and the overrides it was read with.
+        injected: the overrides nrl-launch adds to the driver's command (cluster.num_nodes...).
+        unchecked: why the config the driver names was not read, if it was not.
+    """
+
+    spec: Spec
+    layout: Layout | None
+    problems: tuple[str, ...]
+    roles: tuple[NodeRole, ...]
+    config: str | None
+    overrides: tuple[str, ...]
+    injected: tuple[str, ...]
+    unchecked: str | None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the job can run as specified: no problems."""
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as plain data: what `nrl-launch plan --json` prints."""
+        from dataclasses import asdict
+
+        layout, prepared, spec = self.layout, _prepared(self.spec), self.spec.launch
+        if layout is None:  # no NeMo RL config was read: nothing laid out
+            return {"config": None, "layout": None, "problems": list(self.problems)}
+        return {
+            "config": self.config,
+            "overrides": list(self.overrides),
+            "injected_overrides": list(self.injected),
+            "nodes": layout.nodes,
+            "dedicated_head": spec.ray.dedicated_head,
+            "slurm_nodes": spec.allocated_nodes,
+            "gpus_per_node": layout.gpus_per_node,
+            "cluster_nodes": layout.cluster_nodes,
+            "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
+            "training_gpus": layout.training_gpus,
+            "generation_gpus": layout.generation_gpus,
+            "training": asdict(layout.training) if layout.training else None,
+            "generation": asdict(layout.generation) if layout.generation else None,
+            "teachers": [asdict(teacher) for teacher in layout.teachers],
+            "reward_model": asdict(layout.reward_model) if layout.reward_model else None,
+            "layout": [asdict(role) for role in self.roles],
+            "problems": list(self.problems),
+            "notes": list(self.spec.notes),
+            "warnings": list(prepared.warnings),
+            "driver": list(spec.driver.command or []),
+            "sandbox": sandbox.model_dump(mode="json") if (sandbox := spec.sandbox) else None,
+        }
+
+
+def plan_of(spec: Spec) -> Plan:
+    """The plan of `spec` (pure: its config was read when it was loaded)."""
+    prepared = _prepared(spec)
+    layout = prepared.layout
+    return Plan(
+        spec=spec,
+        layout=layout,
+        problems=prepared.problems,
+        roles=tuple(_node_roles(spec.launch, layout)) if layout else (),
+        config=prepared.config,
+        overrides=prepared.overrides,
+        injected=prepared.injected,
+        unchecked=prepared.unchecked,
+    )
+
+
+def _prepared(spec: Spec) -> Prepared:
+    """How `spec` was read with its NeMo RL config; for a Spec made by hand, as one without."""
+    if spec._prepared is not None:
+        return spec._prepared
+    from nrl_launch.nemorl.job import Prepared
+
+    return Prepared(spec=spec.launch, problems=spec.problems, notes=spec.notes)
+
+
+def _node_roles(spec: LaunchSpec, layout: Layout) -> list[NodeRole]:
+    """What each Slurm node of the job does, by its index in the job (as attach and logs name
+    it): with a dedicated head, node 0 is the head and the GPU nodes follow it."""
+    if not spec.ray.dedicated_head:
+        return list(layout.nodes_layout)
+    from dataclasses import replace
+
+    from nrl_launch.nemorl.layout import NodeRole
+
+    head = NodeRole(0, "ray-head", 0, 0)
+    return [head, *(replace(role, node=role.node + 1) for role in layout.nodes_layout)]
+
+
+def request(spec: LaunchSpec, script_path: str | None = None) -> Request:
+    """What `render` shows for `spec`, a dry run (in CI too: the checks that need the cluster's
+    filesystem wait for submit); `script_path`: where the script will be written."""
+    from nrl_launch import backends, container_checks
+
+    backend = backends.get(spec.backend)
+    container_checks.check(spec, backend=backend, on_host=False)
+    if backend.shares_files:
+        from nrl_launch import trust
+
+        problem = trust.log_base_problem(spec.logs.base_dir, Path.cwd())
+        if problem:
+            output.warn(f"{problem} (submit refuses it)")
+        if spec.driver.snapshot and spec.driver.command and not spec.interactive:
+            from nrl_launch.jobs import snapshot
+
+            # What submit would freeze, read (git), not copied; silent outside a checkout.
+            line = snapshot.describe(spec, Path.cwd())
+            if line.startswith("submit freezes"):
+                output.note(line)
+    return backends.plan(spec, script_path)
+
+
+def shown(request: Request) -> str:
+    """The request as `render` shows it: the job script; on a backend with an API (Lepton),
+    the job sent first, then its script."""
+    return f"{request.job_spec}\n\n{request.script}" if request.job_spec else request.script
+
+
+def submit(spec: Spec, *, snapshot: bool = True) -> JobRecord:
+    """Queue `spec` once it may run (`runnable`): one job, or a --retries run; its record."""
+    records, _ = queue(runnable(spec), _prepared(spec), snapshot=snapshot)
+    return records[-1]
+
+
+def queue(
+    spec: LaunchSpec,
+    prepared: Prepared,
+    *,
+    chain: int | None = None,
+    snapshot: bool = True,
+) -> tuple[list[JobRecord], str]:
+    """Submit `spec` (`prepared`: its NeMo RL reading): one job, a --retries run (one record),
+    or with `chain` (1 or more) that many jobs one after another. Returns their records and
+    the line about the code they run (the snapshot's, or why none was frozen; "" for none)."""
+    from nrl_launch import backends, container_checks
+    from nrl_launch.jobs import retries
+    from nrl_launch.jobs import snapshot as snapshots
+    from nrl_launch.jobs.launch import launch
+
+    retries.check(spec, chain)
+    if chain is not None:  # the command's own mistakes first, then the machine's
+        spec = chained(spec, prepared.checkpointing)
+    # Before anything is written: pyxis would fail these on every node, after the queue.
+    container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
+    spec, code = frozen(spec, prepared.relative_outputs, snapshot=snapshot)
+    records: list[JobRecord] = []
+    try:
+        if spec.slurm.retries:
+            records.append(retries.launch_run(spec))
+        else:
+            records.extend(launch(spec) for _ in range(chain or 1))
+    except BaseException:
+        if not records:  # no job was queued with the snapshot: it goes
+            snapshots.discard(spec.driver.frozen)
+        raise
+    return records, code
+
+
+def frozen(
+    spec: LaunchSpec, outputs: Sequence[tuple[str, str]], *, snapshot: bool
+) -> tuple[LaunchSpec, str]:
+    """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
+    the job's nodes share this machine's files, and the line submit prints about it."""
+    from nrl_launch import backends, trust
+    from nrl_launch.jobs import snapshot as snapshots
+
+    if not snapshot or not spec.driver.snapshot:
+        driver = spec.driver.model_copy(update={"snapshot": False})
+        return spec.model_copy(update={"driver": driver}), ""
+    if not backends.get(spec.backend).shares_files:
+        return spec, ""  # its nodes see none of this machine's files
+    cwd = Path.cwd()
+    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
+    if problem:  # the snapshot goes where the logs go: refused the same
+        raise ConfigError([problem])
+    spec, copied, note = snapshots.freeze(spec, cwd, cwd / spec.logs.base_dir, outputs)
+    return spec, snapshots.code_line(copied.frozen) if copied else note
+
+
+def chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:
+    """The spec with Slurm's singleton dependency: one job of this name and user at a time."""
+    from nrl_launch import backends
+
+    backends.get(spec.backend).check_chain(spec)
+    if checkpointing is False:
+        raise UsageError(
+            "--chain: checkpointing.enabled is false in the config, so every job of the chain "
+            "would start over; pass checkpointing.enabled=true"
+        )
+    if spec.interactive:
+        raise UsageError("--chain: an interactive job runs no driver to continue")
+    dependency = spec.slurm.dependency
+    if dependency is None or "singleton" not in dependency.split(","):
+        dependency = f"{dependency},singleton" if dependency else "singleton"
+    return spec.model_copy(
+        update={"slurm": spec.slurm.model_copy(update={"dependency": dependency})}
+    )
