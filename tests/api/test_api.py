@@ -167,3 +167,24 @@ def test_submit_queues_records_and_prints_nothing(
     assert api.plan(bigger).as_dict() == {"config": None, "layout": None, "problems": []}
     slurm.answer("sbatch", stdout="78\n")
     assert api.submit(bigger).job_id == "78"
+
+
+def test_jobs_of_an_experiment_in_the_order_they_were_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nrl_launch.jobs import record
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(state))
+    for job_id, at in (("31", 2.0), ("30", 1.0), ("32", 3.0)):
+        save(tmp_path, job_id, at=at)
+        rec = record.load(job_id, state)
+        point = {"experiment": "lr", "overrides": [f"policy.lr={at}"]} if job_id != "32" else {}
+        record.save(rec.model_copy(update=point), state)
+    assert [j.job_id for j in api.jobs(experiment="lr")] == ["30", "31"]
+    assert [j.overrides for j in api.jobs(experiment="lr")] == [
+        ["policy.lr=1.0"],
+        ["policy.lr=2.0"],
+    ]
+    with pytest.raises(api.JobNotFoundError, match=r"^--experiment other: no job of that"):
+        api.jobs(experiment="other")

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from nrl_launch import output
+from nrl_launch import output, paths
 from nrl_launch.errors import (
     ConfigError,
     ExitCode,
@@ -208,11 +208,20 @@ def submit(spec: Spec, *, snapshot: bool = True) -> Job:
 
 
 @_quiet
-def jobs() -> list[Job]:
+def jobs(*, experiment: str | None = None) -> list[Job]:
     """Every job submitted with nrl-launch by this user here (its state dir), newest first;
-    no scheduler is asked. An unreadable record is skipped with a warning."""
+    no scheduler is asked. An unreadable record is skipped with a warning. With `experiment`,
+    the jobs of that sweep (`submit --sweep --experiment NAME`), in the order they were queued.
+
+    Raises:
+        JobNotFoundError: no job of that experiment was submitted here.
+    """
     from nrl_launch.api import tracking as found
 
+    if experiment is not None:
+        from nrl_launch.jobs import sweep
+
+        return sweep.members(experiment, paths.state_dir(os.environ))
     return found.records()
 
 
