@@ -66,6 +66,16 @@ def logs(
         int | None,
         typer.Option("--tail", metavar="N", help="Start with the last N lines.", min=0),
     ] = None,
+    from_byte: Annotated[
+        int | None,
+        typer.Option(
+            "--from-byte",
+            metavar="N",
+            min=0,
+            help="Start at byte N of the log (nrl-launch over --remote resumes -f with it "
+            "after a dropped connection).",
+        ),
+    ] = None,
     json: Json = False,
 ) -> int:
     """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
@@ -79,6 +89,8 @@ def logs(
 
     if follow and json:
         raise UsageError("--follow and --json cannot be combined: --json prints one object once")
+    if from_byte is not None and tail is not None:
+        raise UsageError("--from-byte and --tail cannot be combined: each says where to start")
     rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     job_id = rec.job_id  # a name was given, maybe
     path = log_file(find_log_dir(Path(rec.log_dir)), node, rec)
@@ -97,21 +109,22 @@ def logs(
     if not follow:
         if not path.is_file():
             raise JobNotFoundError(f"{path} does not exist yet: has job {job_id} started?")
-        text = path.read_text(encoding="utf-8", errors="replace")
-        _print(job_id, str(path), _last_lines(text, tail), json)
+        data = path.read_bytes()
+        text = data[from_byte or 0 :].decode("utf-8", errors="replace")
+        _print(job_id, str(path), _last_lines(text, tail), json, size=len(data))
         return 0
     try:
-        return _follow(rec, path, tail)
+        return _follow(rec, path, tail, from_byte or 0)
     except KeyboardInterrupt:
         output.warn(f"stopped following; job {job_id} keeps running (nrl-launch cancel {job_id})")
         return ExitCode.INTERRUPTED
 
 
-def _print(job_id: str, path: str | None, text: str, json: bool) -> None:
+def _print(job_id: str, path: str | None, text: str, json: bool, size: int | None = None) -> None:
     """The log as it is: its text, or with --json one object (`path` None: the scheduler's log
-    store)."""
+    store; `bytes`: the log's size as read, where a follow would go on from)."""
     if json:
-        output.emit_json("logs", {"job_id": job_id, "path": path, "text": text})
+        output.emit_json("logs", {"job_id": job_id, "path": path, "text": text, "bytes": size})
     else:
         output.write(text)
 
@@ -123,7 +136,7 @@ def _last_lines(text: str, count: int | None) -> str:
     return "".join(text.splitlines(keepends=True)[-count:]) if count else ""
 
 
-def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
+def _follow(rec: JobRecord, path: Path, tail: int | None, start: int) -> int:
     import codecs
 
     from nrl_launch.jobs import query
@@ -131,7 +144,7 @@ def _follow(rec: JobRecord, path: Path, tail: int | None) -> int:
     poll = query.StatusPoller([rec])
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    offset, last_check = 0, 0.0
+    offset, last_check = start, 0.0
     ended: JobStatus | None = None  # the job's status once it has ended
     log_dir = path.parent
     seen = log_dir.is_dir()  # before the job starts, its log dir is still to come
