@@ -126,8 +126,9 @@ class Piped:
         """Its exit code, once it has ended and all its stderr has been passed on."""
         code = self._proc.wait()
         self._errors.join()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
         return code
 
     def stop(self) -> int:

@@ -54,7 +54,8 @@ def command_line(
     the home dir); `after`: a line of this package's own to run once it has ended (its exit code
     stays the command's); without `announce`, no STARTED line (a terminal's, attach)."""
     nrl = shlex.split(remote.command)
-    run_it = " ".join(word(w) for w in [*nrl, *args])
+    # The profile's command may start at ~/; the arguments are the user's words, as they are.
+    run_it = " ".join([*(word(w) for w in nrl), *(shlex.quote(a) for a in args)])
     line = f"printf '%s\\n' {shlex.quote(STARTED)} >&2; " if announce else ""
     line += (
         f"command -v {word(nrl[0])} >/dev/null 2>&1 || "

@@ -53,6 +53,10 @@ def _tar(project: Project) -> tempfile._TemporaryFileWrapper[bytes]:
     names = snapshot._listed(project.root)
     spool = tempfile.NamedTemporaryFile(prefix="nrl-launch-sync-", suffix=".tar")  # noqa: SIM115 - returned open
     with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        if project.cwd != Path():  # the command runs there, even if git lists nothing in it
+            info = tarfile.TarInfo(project.cwd.as_posix())
+            info.type, info.mode = tarfile.DIRTYPE, 0o700
+            tar.addfile(info)
         for name in names:
             path = project.root / name
             try:
