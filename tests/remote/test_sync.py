@@ -26,9 +26,8 @@ def test_rewrite_points_checkout_paths_at_the_copy(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def test_submit_syncs_the_checkout_and_records_the_job(
-    cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _project(tmp_path: Path) -> Path:
+    """A git checkout with a commit: train.py, an ignored file, an empty sub/."""
     proj = tmp_path / "proj"
     (proj / "sub").mkdir(parents=True)
     (proj / "train.py").write_text("print('synced')\n")
@@ -37,6 +36,26 @@ def test_submit_syncs_the_checkout_and_records_the_job(
     git(proj, "init", "-q")
     git(proj, "add", "-A")
     git(proj, "commit", "-qm", "one")
+    return proj
+
+
+def test_plan_runs_against_a_copy_removed_after(
+    cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = _project(tmp_path)
+    monkeypatch.chdir(proj)
+    result = cli("--remote", "dev", "plan", "--config", f"{proj}/train.py")
+    assert result.code == 0, result.err
+    command, flag, config = result.out.split("\0")[:-1]
+    assert (command, flag) == ("plan", "--config")
+    assert config.startswith(f"{fake_ssh.home}/code/proj-") and config.endswith("/train.py")
+    assert list((fake_ssh.home / "code").iterdir()) == []  # the copy is gone
+
+
+def test_submit_syncs_the_checkout_and_records_the_job(
+    cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = _project(tmp_path)
     (proj / "new.py").write_text("untracked, not ignored\n")
     monkeypatch.chdir(proj / "sub")
     result = cli("--remote", "dev", "submit", "--nodes", "1", "--", "python", f"{proj}/train.py")
