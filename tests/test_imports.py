@@ -82,9 +82,16 @@ LAYERS: list[tuple[str, ...]] = [
         "nrl_launch.node",
     ),
     ("nrl_launch.backends",),  # where a job runs: plan (render) and talk to the scheduler
-    ("nrl_launch.jobs", "nrl_launch.doctor"),  # job records and their state; the checks
+    # job records and their state; the checks; remote clusters' ssh, sync and records
+    ("nrl_launch.jobs", "nrl_launch.doctor", "nrl_launch.remote"),
     ("nrl_launch.api",),  # the Python API: what the commands do, as functions (they call it)
-    ("nrl_launch.cli", "nrl_launch.__main__"),  # the command line, on top of everything
+    # the command line, on top of everything; the commands run on a remote cluster (--remote)
+    (
+        "nrl_launch.cli",
+        "nrl_launch.__main__",
+        "nrl_launch.remote.forward",
+        "nrl_launch.remote.listing",
+    ),
 ]
 
 SRC = Path(__file__).resolve().parent.parent / "src"

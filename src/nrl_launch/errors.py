@@ -15,6 +15,7 @@ __all__ = [
     "JobNotFoundError",
     "JobNotRunningError",
     "NrlLaunchError",
+    "RemoteError",
     "SchedulerError",
     "StateError",
     "UnconfirmedSubmitError",
@@ -34,6 +35,7 @@ class ExitCode(enum.IntEnum):
     NOT_FOUND = 4  # no record of that job id
     NOT_RUNNING = 5  # the job is not in a state that allows this (pending, or already ended)
     CHECK_FAILED = 6  # doctor: a check failed (its line says which and why)
+    REMOTE = 7  # --remote: ssh to the cluster failed, or nrl-launch is not installed there
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -109,6 +111,12 @@ class CheckFailedError(NrlLaunchError):
     """doctor found a problem: the job would not run as specified (each check printed its line)."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+class RemoteError(NrlLaunchError):
+    """A remote cluster (--remote) cannot be reached over ssh, or has no nrl-launch to run."""
+
+    exit_code = ExitCode.REMOTE
 
 
 class StateError(NrlLaunchError):

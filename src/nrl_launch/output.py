@@ -71,10 +71,12 @@ def emit_text(text: str) -> None:
     sys.stdout.flush()
 
 
-def write(text: str) -> None:
-    """`text` as it is (a log's bytes as they come: no newline added)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+def write(text: str, *, stderr: bool = False) -> None:
+    """`text` as it is (a log's bytes as they come: no newline added); with `stderr`, there
+    (a remote nrl-launch's own notes and warnings, passed on)."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(text)
+    stream.flush()
 
 
 def emit_json(command: str, data: Mapping[str, Any], *, ok: bool = True) -> None:

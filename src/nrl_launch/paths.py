@@ -15,6 +15,8 @@ __all__ = [
     "private_dir",
     "read_config_text",
     "read_text",
+    "remote_dir",
+    "remotes_file",
     "state_dir",
     "templates_dir",
     "user_profile",
@@ -30,6 +32,17 @@ def user_profile(environ: Mapping[str, str]) -> Path:
     """The profile in the user's config dir (XDG), used when no other profile is found."""
     base = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
     return Path(base).expanduser() / "nrl-launch" / "profile.yaml"
+
+
+def remotes_file(environ: Mapping[str, str]) -> Path:
+    """The remote clusters' profiles (--remote NAME), in the user's config dir (XDG)."""
+    return user_profile(environ).with_name("remotes.yaml")
+
+
+def remote_dir(environ: Mapping[str, str], name: str) -> Path:
+    """What this machine keeps of remote cluster `name`: its jobs' records (<id>.json) and
+    whether its nrl-launch was checked."""
+    return state_dir(environ) / "remote" / name
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import subprocess  # noqa: TID251 - this module is the one place that may
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 from nrl_launch.errors import SchedulerError
 
-__all__ = ["Completed", "become", "run", "spawn"]
+__all__ = ["Completed", "Piped", "become", "run", "spawn"]
 
 # A scheduler command that hangs (slurmctld down, an RPC storm) must not hang the CLI.
 DEFAULT_TIMEOUT_S = 60.0
@@ -75,6 +76,66 @@ def spawn(argv: list[str], *, cwd: Path, output: Path, env: dict[str, str] | Non
     launcher = 'out=$1; shift; setsid "$@" >>"$out" 2>&1 </dev/null & echo $!'
     done = run(["bash", "-c", launcher, "nrl-launch", str(output), *argv], cwd=cwd, env=env)
     return int(done.stdout.strip())
+
+
+class Piped:
+    """`argv` running with its stdout read by the caller as bytes come (`read`; with
+    `stdout=False` it has none) and its stderr passed on line by
+    line to `on_stderr` from a thread of its own; stdin from `stdin` (a file), else nothing.
+    For ssh (remote clusters): output streamed as it comes, ssh's own last error line kept."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        on_stderr: Callable[[str], None],
+        stdout: bool = True,
+        stdin: BinaryIO | None = None,
+    ) -> None:
+        import threading
+
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            raise SchedulerError(f"{argv[0]}: command not found") from None
+        assert self._proc.stderr is not None
+        self._errors = threading.Thread(
+            target=self._pass_stderr, args=(self._proc.stderr, on_stderr), daemon=True
+        )
+        self._errors.start()
+
+    @staticmethod
+    def _pass_stderr(stream: BinaryIO, on_stderr: Callable[[str], None]) -> None:
+        for line in stream:
+            on_stderr(line.decode("utf-8", errors="replace"))
+
+    def read(self) -> bytes:
+        """The next bytes of its stdout as they come; b"" once it has closed it."""
+        assert self._proc.stdout is not None
+        return os.read(self._proc.stdout.fileno(), 65536)
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def wait(self) -> int:
+        """Its exit code, once it has ended and all its stderr has been passed on."""
+        code = self._proc.wait()
+        self._errors.join()
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+        return code
+
+    def stop(self) -> int:
+        """End it (SIGTERM) and wait for it."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+        return self.wait()
 
 
 def become(argv: list[str], env: dict[str, str]) -> NoReturn:

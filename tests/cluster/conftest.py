@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.login import LoginHost, make_login_host, process_children
 from tests.conftest import REPO, Cli, unavailable
 
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
@@ -43,6 +44,16 @@ def dev_cluster() -> Iterator[None]:
     if up.returncode != 0:
         pytest.fail(f"scripts/dev-cluster up failed:\n{up.stderr[-3000:]}")
     yield
+
+
+@pytest.fixture(scope="session")
+def login_host(
+    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LoginHost]:
+    """The login host (tests/cluster/login.py): `ssh -F login_host.ssh_config login CMD` runs
+    CMD there as nrl-user, with nrl-launch on PATH."""
+    yield from make_login_host(tmp_path_factory.mktemp("laptop"))
 
 
 @pytest.fixture
@@ -90,13 +101,7 @@ def _node_pid1s() -> dict[str, int]:
     """Each dev-cluster node's PID 1 as this machine sees it, by node name (from the pid files
     `up` writes)."""
     run = Path(os.environ.get("DEV_CLUSTER_DIR", "/var/lib/nrl-dev-cluster")) / "run"
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    children = process_children()
     pid1s = {}
     for pid_file in run.glob("node-*.pid"):
         # The pid file names `unshare`; its child is PID 1 of the node's namespace.

@@ -114,9 +114,12 @@ def current_log(rec: JobRecord, node: str | None) -> tuple[JobRecord, Path]:
     return rec, log_file(find_log_dir(Path(rec.log_dir)), node, rec)
 
 
-def read_log(rec: JobRecord, node: str | None, tail: int | None) -> tuple[str | None, str]:
-    """Where one of the job's logs is (None: its scheduler's log store) and its text (the last
-    `tail` lines)."""
+def read_log(
+    rec: JobRecord, node: str | None, tail: int | None, start: int = 0
+) -> tuple[str | None, str, int | None]:
+    """Where one of the job's logs is (None: its scheduler's log store), its text from byte
+    `start` (the last `tail` lines of that), and its size as read (None: not a file here),
+    where a follow would go on from."""
     from nrl_launch import backends
 
     rec, path = current_log(rec, node)
@@ -125,10 +128,12 @@ def read_log(rec: JobRecord, node: str | None, tail: int | None) -> tuple[str | 
         # The log dir is on the scheduler's storage, not here: ask its log store. The driver
         # runs on worker 0, so its output is worker 0's.
         index = 0 if node in (None, "driver") else rec.node_index(node, also="driver, ")
-        return None, last_lines(backend.replica_log(rec.job_id, index), tail)
+        return None, last_lines(backend.replica_log(rec.job_id, index), tail), None
     if not path.is_file():
         raise JobNotFoundError(f"{path} does not exist yet: has job {rec.job_id} started?")
-    return str(path), last_lines(path.read_text(encoding="utf-8", errors="replace"), tail)
+    data = path.read_bytes()
+    text = data[start:].decode("utf-8", errors="replace")
+    return str(path), last_lines(text, tail), len(data)
 
 
 def last_lines(text: str, count: int | None) -> str:
@@ -138,9 +143,11 @@ def last_lines(text: str, count: int | None) -> str:
     return "".join(text.splitlines(keepends=True)[-count:]) if count else ""
 
 
-def following(rec: JobRecord, path: Path, tail: int | None) -> Generator[str, None, JobStatus]:
-    """The log at `path` as it grows (from its last `tail` lines), chunk by chunk, until the
-    job has ended and all it wrote was read; returns the job's status then."""
+def following(
+    rec: JobRecord, path: Path, tail: int | None, start: int = 0
+) -> Generator[str, None, JobStatus]:
+    """The log at `path` as it grows (from its last `tail` lines, or from byte `start`), chunk
+    by chunk, until the job has ended and all it wrote was read; returns the job's status."""
     import codecs
 
     from nrl_launch.jobs import query
@@ -148,7 +155,7 @@ def following(rec: JobRecord, path: Path, tail: int | None) -> Generator[str, No
     poll = query.StatusPoller([rec])
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    offset, last_check = 0, 0.0
+    offset, last_check = start, 0.0
     ended: JobStatus | None = None  # the job's status once it has ended
     log_dir = path.parent
     seen = log_dir.is_dir()  # before the job starts, its log dir is still to come
@@ -211,7 +218,9 @@ def cancel(jobs: Sequence[JobRecord]) -> tuple[list[str], dict[str, str]]:
     return [rec.job_id for rec in live if rec.job_id not in ended], ended
 
 
-def follow_log(rec: JobRecord, path: Path, tail: int | None) -> Generator[str, None, JobStatus]:
+def follow_log(
+    rec: JobRecord, path: Path, tail: int | None, start: int = 0
+) -> Generator[str, None, JobStatus]:
     """`following` the log at `path` of `rec` (a current try: `current_log`); a backend whose
     logs are not on this machine cannot be followed (one line)."""
     from nrl_launch import backends
@@ -221,4 +230,4 @@ def follow_log(rec: JobRecord, path: Path, tail: int | None) -> Generator[str, N
             f"--follow: job {rec.job_id} runs on {rec.backend}, whose logs this machine reads "
             "only as they stand; run `nrl-launch logs` again, or mount its log dir here"
         )
-    return (yield from following(rec, path, tail))
+    return (yield from following(rec, path, tail, start))

@@ -64,9 +64,18 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="NAME|HOST",
+            help="Run the command on a remote cluster's login node over ssh: a remote of "
+            "~/.config/nrl-launch/remotes.yaml, or an ssh destination (also: NRL_LAUNCH_REMOTE).",
+        ),
+    ] = None,
 ) -> None:
     """Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec."""
-    del debug, version  # main() reads --debug wherever it is; --version has its callback
+    del debug, version, remote  # main() reads --debug and --remote wherever they are
     if ctx.invoked_subcommand is None:  # `nrl-launch` alone: its help, exit 0 (as kubectl)
         output.emit_text(ctx.get_help())
 
@@ -134,8 +143,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # run): only that command is built. Anything else (--help, a typo) gets them all.
         only = args[0] if args and args[0] in _COMMANDS else None
         with output.as_command():  # its warnings print, also those of the API it calls
-            result = typer.main.get_command(_app(only)).main(
-                args, prog_name="nrl-launch", standalone_mode=False
+            routed = _remote(args)
+            result = (
+                routed
+                if routed is not None
+                else typer.main.get_command(_app(only)).main(
+                    args, prog_name="nrl-launch", standalone_mode=False
+                )
             )
         code = result if isinstance(result, int) else ExitCode.OK
     except NrlLaunchError as exc:
@@ -152,6 +166,25 @@ def main(argv: list[str] | None = None) -> NoReturn:
         message = f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)"
         code = _failed(message, ExitCode.INTERNAL, json_as, debug)
     sys.exit(int(code))
+
+
+def _remote(args: list[str]) -> int | None:
+    """With --remote (anywhere before `--`, or NRL_LAUNCH_REMOTE), or for a job submitted from
+    here to a remote cluster, the command runs there (nrl_launch.remote); None: here."""
+    end = args.index("--") if "--" in args else len(args)
+    asked = any(a == "--remote" or a.startswith("--remote=") for a in args[:end])
+    if not asked and not os.environ.get("NRL_LAUNCH_REMOTE"):
+        from nrl_launch import paths
+
+        jobs = {"status", "logs", "attach", "cancel", "stop", "dashboard", "list"}
+        if not (args[:1] and args[0] in jobs and (paths.state_dir(os.environ) / "remote").is_dir()):
+            return None
+    from nrl_launch.remote import forward
+
+    value, args = forward.take_remote(args, os.environ)
+    if value is not None and args[:1] in ([], ["--help"], ["-h"], ["--version"]):
+        return None  # nrl-launch's own help and version
+    return forward.route(value, args)
 
 
 def _failed(message: str, code: ExitCode, json_as: str | None, debug: bool) -> int:

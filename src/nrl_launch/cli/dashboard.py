@@ -27,8 +27,25 @@ Examples:
 def dashboard(
     job_id: Annotated[str, job_argument("The job id or name.")],
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
+    open_: Annotated[
+        bool,
+        typer.Option(
+            "--open",
+            help="With --remote (on a laptop): hold an ssh tunnel to the dashboard until Ctrl-C "
+            "or the job's end, reopened when the connection drops; prints the local port.",
+        ),
+    ] = False,
+    local_port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            metavar="N",
+            help="--open's local port (default: the dashboard's own when free, else any free).",
+        ),
+    ] = None,
 ) -> int:
-    """Print the head node, the dashboard port and the `ssh -L` command for a laptop."""
+    """Print the head node, the dashboard port and the `ssh -L` command for a laptop; with
+    --remote and --open, hold that tunnel from the laptop."""
     from nrl_launch import backends
     from nrl_launch.jobs import query, record
 
@@ -40,6 +57,12 @@ def dashboard(
     head = query.head_node(rec)
     target = backends.get(rec.backend).dashboard_host(rec, head)
     ssh = f"ssh -N -L {port}:{target}:{port} {getpass.getuser()}@{socket.gethostname()}"
+    if open_ or local_port is not None:
+        # Here is the login node: the tunnel is the laptop's to hold (nrl-launch over --remote).
+        raise UsageError(
+            f"--open holds a tunnel from your laptop: run `nrl-launch --remote CLUSTER dashboard "
+            f"{rec.job_id} --open` there, or open it by hand: {ssh}"
+        )
     url = f"http://localhost:{port}"
     # With Ray's token auth the dashboard asks for the job's token: say where it is, never what.
     token = _token_path(rec)
@@ -49,6 +72,7 @@ def dashboard(
             {
                 "job_id": rec.job_id,
                 "head_node": head,
+                "target": target,
                 "port": port,
                 "ssh": ssh,
                 "url": url,

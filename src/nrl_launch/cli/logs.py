@@ -46,6 +46,16 @@ def logs(
         int | None,
         typer.Option("--tail", metavar="N", help="Start with the last N lines.", min=0),
     ] = None,
+    from_byte: Annotated[
+        int | None,
+        typer.Option(
+            "--from-byte",
+            metavar="N",
+            min=0,
+            help="Start at byte N of the log (nrl-launch over --remote resumes -f with it "
+            "after a dropped connection).",
+        ),
+    ] = None,
     json: Json = False,
 ) -> int:
     """Print the driver's log (or the head's, or worker K's) from the job's log dir; for a
@@ -57,13 +67,15 @@ def logs(
 
     if follow and json:
         raise UsageError("--follow and --json cannot be combined: --json prints one object once")
+    if from_byte is not None and tail is not None:
+        raise UsageError("--from-byte and --tail cannot be combined: each says where to start")
     rec = tracking.record_of(job_id)
     if not follow:
-        path, text = tracking.read_log(rec, node, tail)
-        _print(rec.job_id, path, text, json)
+        path, text, size = tracking.read_log(rec, node, tail, from_byte or 0)
+        _print(rec.job_id, path, text, json, size)
         return 0
     try:
-        return _follow(rec, node, tail)
+        return _follow(rec, node, tail, from_byte or 0)
     except KeyboardInterrupt:
         output.warn(
             f"stopped following; job {rec.job_id} keeps running (nrl-launch cancel {rec.job_id})"
@@ -71,21 +83,22 @@ def logs(
         return ExitCode.INTERRUPTED
 
 
-def _print(job_id: str, path: str | None, text: str, json: bool) -> None:
+def _print(job_id: str, path: str | None, text: str, json: bool, size: int | None) -> None:
     """The log as it is: its text, or with --json one object (`path` None: the scheduler's log
-    store)."""
+    store; `bytes`: the log's size as read, where a follow would go on from)."""
     if json:
-        output.emit_json("logs", {"job_id": job_id, "path": path, "text": text})
+        output.emit_json("logs", {"job_id": job_id, "path": path, "text": text, "bytes": size})
     else:
         output.write(text)
 
 
-def _follow(rec: JobRecord, node: str | None, tail: int | None) -> int:
-    """Print the log as it grows until the job ends; the job's exit code (`_exit_code`)."""
+def _follow(rec: JobRecord, node: str | None, tail: int | None, start: int) -> int:
+    """Print the log as it grows (from byte `start`) until the job ends; the job's exit code
+    (`_exit_code`)."""
     from nrl_launch.api import tracking
 
     rec, path = tracking.current_log(rec, node)
-    chunks = tracking.follow_log(rec, path, tail)
+    chunks = tracking.follow_log(rec, path, tail, start)
     while True:
         try:
             output.write(next(chunks))

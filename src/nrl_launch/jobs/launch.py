@@ -26,10 +26,17 @@ def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
     from nrl_launch import output
 
     missing = [name for name in spec.required_secrets if not environ.get(name)]
+    # Over --remote (a laptop's nrl-launch ran this one): the secret is the cluster's to set.
+    where = (
+        "the environment of your ssh sessions on this cluster (secrets are read where sbatch "
+        "runs and never copied from the laptop: set it there, e.g. in ~/.bashrc)"
+        if environ.get("NRL_LAUNCH_FORWARDED")
+        else "this shell"
+    )
     if missing:
         raise ConfigError(
             [
-                f"secrets.{name}: {name} is not set in this shell and the job requires it: "
+                f"secrets.{name}: {name} is not set in {where} and the job requires it: "
                 f"export it first, or mark it optional (--set secrets.{name}=optional)"
                 for name in missing
             ]

@@ -1,0 +1,73 @@
+"""A fake `ssh` first on PATH for the remote unit tests: it runs the remote command line with a
+real bash (the "remote shell"), in a home of its own whose bin/ holds a fake remote nrl-launch;
+destination `unreachable` fails as ssh does (exit 255, its one error line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nrl_launch import __version__
+
+_SSH = """#!/bin/bash
+printf '%s\\n' "$*" >> "$FAKE_SSH_LOG"
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+host=$1; shift
+if [ "$host" = unreachable ]; then
+  echo "ssh: Could not resolve hostname unreachable: Name or service not known" >&2
+  exit 255
+fi
+export HOME="$FAKE_REMOTE_HOME" PATH="$FAKE_REMOTE_PATH"
+cd "$HOME" || exit 1
+exec bash -c "$1"
+"""
+
+# The remote's nrl-launch: its version, a list of one job, a submit that keeps what it was
+# given (its args NUL-separated, its cwd), and any other command: its args, NUL-separated.
+_NRL = f"""#!/bin/bash
+case "$1" in
+  --version) echo "nrl-launch {__version__}" ;;
+  list) echo '{{"nrl_launch_json": 1, "command": "list", "ok": true, "jobs": [
+    {{"job_id": "77", "job_name": "there", "nodes": 2, "submitted_at": 5,
+      "status": {{"phase": "RUNNING", "detail": "2/2 nodes"}}}}]}}' ;;
+  submit)
+    pwd > "$HOME/submit-cwd"; printf '%s\\0' "$@" > "$HOME/submit-args"
+    echo '{{"nrl_launch_json": 1, "command": "submit", "ok": true, "job_id": "4242",
+      "log_dir": "/logs/4242-logs", "argv": []}}' ;;
+  *) printf '%s\\0' "$@" ;;
+esac
+"""
+
+
+@dataclass(frozen=True)
+class FakeSsh:
+    home: Path  # the remote's home
+    log: Path  # one line per ssh run: its arguments
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
+@pytest.fixture
+def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSsh:
+    laptop_bin = tmp_path / "laptop-bin"
+    remote = tmp_path / "remote-home"
+    for directory in (laptop_bin, remote / "bin"):
+        directory.mkdir(parents=True)
+    (laptop_bin / "ssh").write_text(_SSH)
+    (remote / "bin" / "nrl-launch").write_text(_NRL)
+    for script in (laptop_bin / "ssh", remote / "bin" / "nrl-launch"):
+        script.chmod(0o755)
+    log = tmp_path / "ssh.log"
+    monkeypatch.setenv("PATH", f"{laptop_bin}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
+    monkeypatch.setenv("FAKE_REMOTE_HOME", str(remote))
+    monkeypatch.setenv("FAKE_REMOTE_PATH", f"{remote / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    remotes = Path.home() / ".config" / "nrl-launch" / "remotes.yaml"
+    remotes.parent.mkdir(parents=True)
+    remotes.write_text("dev:\n  host: dev-login\n  workdir: ~/code\nother:\n  host: other-login\n")
+    return FakeSsh(remote, log)
