@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,19 @@ import pytest
 
 from tests.cluster.login import LoginHost, make_login_host, process_children
 from tests.conftest import REPO, Cli, unavailable
+from tests.helpers import git
 
 DEV_CLUSTER = REPO / "scripts" / "dev-cluster"
+# What the repo's tiny-rl holds that a checkout of it would not (its runs' output, its env).
+CHECKOUT_IGNORES = [
+    ".venv",
+    "__pycache__",
+    "uv.lock",
+    "logs",
+    "results",
+    "local-*",
+    "code-snapshots",
+]
 # A 2-node job on node0 (the head) and node1, whichever nodes an earlier job still holds.
 ON_NODE0_AND_1 = ["--nodes", "2", "--set", "slurm.exclude=node[2-3]"]
 
@@ -95,6 +107,31 @@ def project(
         f"logger.log_dir={tmp_path / 'logs'}",
         f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
     ]  # fmt: skip
+
+
+@pytest.fixture
+def checkout(
+    tiny_rl: Path,
+    dev_cluster: None,  # noqa: ARG001 - asked for so that the cluster is up
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    """tiny-rl as a checkout of its own (in tmp, which every dev node sees), committed, with
+    the env the tiny_rl fixture made (its editable install is of the repo's tiny-rl, a third
+    tree: a job that runs a snapshot of the checkout must import neither). The cwd is the
+    checkout."""
+    repo = tmp_path / "tiny-rl"
+    shutil.copytree(tiny_rl, repo, ignore=shutil.ignore_patterns(*CHECKOUT_IGNORES))
+    (repo / ".venv").symlink_to(tiny_rl / ".venv")
+    (repo / ".gitignore").write_text("".join(f"{name}\n" for name in CHECKOUT_IGNORES))
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"../.."', f'"{tiny_rl.parents[1]}"'))
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tiny-rl")
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(tmp_path / "state"))
+    return repo
 
 
 def _node_pid1s() -> dict[str, int]:

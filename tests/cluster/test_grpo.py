@@ -5,11 +5,8 @@ training and generation engines on every GPU of the allocation, checkpoints and 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +17,9 @@ else:  # pragma: no cover - CI runs 3.11
 
 import pytest
 
-from tests.cluster.conftest import job_status, node_pids, nodes_are_clean
+from tests.cluster.conftest import job_status, nodes_are_clean
 from tests.conftest import REPO, Cli, wait_until
+from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
 GRPO = "examples/configs/grpo_tiny.yaml"
@@ -35,11 +33,14 @@ NON_COLOCATED_TP2 = [
     "policy.generation.vllm_cfg.tensor_parallel_size=2",
 ]
 COLOCATED_TP2 = ["policy.generation.vllm_cfg.tensor_parallel_size=2"]
+# What the chain's uncommitted change prints, and what the tree prints once broken after submit.
+SUBMITTED = "tiny-rl code: as submitted"
+CHANGED = "tiny-rl code: changed after submit"
 
 
-def runs(tmp_path: Path) -> list[Path]:
-    """The driver's log dirs, one per run (exp_001, exp_002, ...)."""
-    return sorted((tmp_path / "logs").glob("exp_*"))
+def runs(where: Path) -> list[Path]:
+    """The driver's log dirs under `where`/logs, one per run (exp_001, exp_002, ...)."""
+    return sorted((where / "logs").glob("exp_*"))
 
 
 def metrics(run: Path) -> list[dict[str, Any]]:
@@ -119,7 +120,7 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 
 
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
-    cli: Cli, project: list[str], tmp_path: Path
+    cli: Cli, checkout: Path, tmp_path: Path
 ) -> None:
     """--time 5 with a 1-minute margin, and a setup of a third of that (tiny_rl.setup_s=100)
     after Ray is up: NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after
@@ -128,7 +129,17 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     minutes on a 2-core machine; 2 + 4 passes 5). The node counts it from the job's real end
     instead: the first job saves before its limit and ends COMPLETED (not
     TIMEOUT), and the second resumes from exactly that save. No machine runs 100000 steps in
-    the minutes left: every step runs exactly once, in order, across the two."""
+    the minutes left: every step runs exactly once, in order, across the two.
+
+    The chain runs from a git checkout of tiny-rl (driver.snapshot): the code as it was when it
+    was submitted (an uncommitted change in), though the working tree is broken right after
+    submit; its Ray workers on the other node import that code too, not the checkout's editable
+    install; its logs and checkpoints stay in the checkout, where the second job resumes from
+    them."""
+    init = checkout / "tiny_rl" / "__init__.py"
+    original = init.read_text()
+    # Uncommitted when submitted: it is in the snapshot.
+    init.write_text(f"print({SUBMITTED!r}, flush=True)\n{original}")
     args = [
         "--config",
         GRPO,
@@ -136,70 +147,69 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
         "tiny_rl.setup_s=100",
+        # logger.log_dir and checkpoint_dir as the config has them: relative (logs,
+        # results/grpo), to the checkout's dir, though the driver runs in the snapshot.
     ]
-    flags = [*project, "--time", "5", "--set", "nemo_rl.checkpoint_margin_min=1"]
+    flags = [
+        "--container-runtime", "none",
+        "--log-dir", str(tmp_path / "jobs"),
+        "--time", "5",
+        "--set", "nemo_rl.checkpoint_margin_min=1",
+    ]  # fmt: skip
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
+    # Hours later, as far as the jobs are concerned: the tree no longer even imports.
+    init.write_text(f"raise SystemExit({CHANGED!r})\n")
     assert "to the job's end (slurm.time=5) less 1 min," in result.err
     first, second = result.out.split()
+    (snapshot,) = (tmp_path / "jobs" / "code-snapshots").iterdir()
+    commit = git(checkout, "rev-parse", "HEAD")
+    assert job_status(cli, first)["code"] == {
+        "commit": commit,
+        "dirty": True,
+        "snapshot": str(snapshot),
+        "source": str(checkout),
+        "line": f"code: {commit[:12]} (+ uncommitted changes), snapshot {snapshot}",
+    }
     ended = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
     for job_id in (first, second):
         wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ended, 900)
-        assert job_status(cli, job_id)["phase"] == "COMPLETED", job_status(cli, job_id)
+        status = job_status(cli, job_id)
         log = driver_log(cli, job_id)
+        assert status["phase"] == "COMPLETED", (status, log[-3000:])
         # The shim made tiny-rl's timer count from the job's end, and the loop stopped on it.
         assert "nrl-launch: tiny_rl.timer:TimeoutChecker saves by " in log
         assert "before checkpointing.checkpoint_must_save_by" in log
+        # The submitted code ran: the driver printed the marker, and so did Ray's workers on
+        # the other node (their output comes to the driver's log tagged with their pid and
+        # node): they import it too.
+        assert CHANGED not in log
+        head_log = (Path(status["log_dir"]) / "ray-head.log").read_text()
+        assert f"starting the driver in {snapshot}: uv run examples/run_grpo.py" in head_log
+        printed = [line for line in log.splitlines() if SUBMITTED in line]
+        assert any(line.startswith(SUBMITTED) for line in printed), log[-3000:]
+        assert any(", ip=" in line for line in printed), log[-3000:]
+        assert status["code"]["snapshot"] == str(snapshot)
         if job_id == first:
             # Its last step saved, whole, before the job ended (looked at before the second
             # job's own saves, a setup of 100 s later, may prune it: keep_top_k).
-            (one,) = runs(tmp_path)
+            (one,) = runs(checkout)
             ran = (one / "metrics.jsonl").is_file()
             done_first = [m["step"] for m in metrics(one)] if ran else []
             assert done_first, "the first job ran no step"
-            saved = tmp_path / "ckpt" / f"step_{done_first[-1]}"
+            saved = checkout / "results" / "grpo" / f"step_{done_first[-1]}"
             assert (saved / "training_info.json").is_file()
             assert f"saved {saved} (" in log
-    two = runs(tmp_path)[1]
+    # The run's logs and checkpoints are in the checkout, where they would be without a
+    # snapshot, and the second link resumed from the first's last save.
+    one, two = runs(checkout)
     assert f"resumed from {saved} (step {done_first[-1]})" in driver_log(cli, second)
     done_second = [m["step"] for m in metrics(two)]
     done = done_first + done_second
     assert done == list(range(1, len(done) + 1)) and len(done_second) > 0
-
-
-def test_worker_killed_mid_training_fails_fast_and_a_resubmit_resumes(
-    cli: Cli, project: list[str], tmp_path: Path
-) -> None:
-    args = ["--config", GRPO, "cluster.num_nodes=2", "checkpointing.save_period=5"]
-    on_node0_and_1 = ["--set", "slurm.exclude=node[2-3]"]  # node0 is the head, node1 a worker
-    job_id = cli(
-        "submit", "-q", "grpo", *args, "grpo.max_num_steps=1000", *project, *on_node0_and_1
-    ).out.strip()
-
-    def saved() -> bool:
-        return (tmp_path / "ckpt" / "step_10").is_dir()
-
-    wait_until(saved, 300)
-    pids = node_pids("node1", "raylet")
-    assert pids
-    killed_at = time.time()
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: job_status(cli, job_id)["phase"] == "FAILED", 120)
-    assert time.time() - killed_at < 60
-    assert "Ray on node node1 exited" in job_status(cli, job_id)["detail"]
-    wait_until(nodes_are_clean, 60)
-
-    latest = max(int(p.name[5:]) for p in (tmp_path / "ckpt").glob("step_*"))
-    result = cli(
-        "submit", "--wait", "-q", "grpo", *args, f"grpo.max_num_steps={latest + 5}", *project
-    )
-    assert result.code == 0, result.out + result.err
-    resumed = runs(tmp_path)[-1]
-    assert [m["step"] for m in metrics(resumed)] == list(range(latest + 1, latest + 6))
-    assert f"resumed from {tmp_path / 'ckpt'}/step_{latest}" in driver_log(
-        cli, result.out.split()[0]
-    )
+    assert not list(snapshot.rglob("exp_*")) and not (snapshot / "results").exists()
+    # The user's env still points at its own checkout: the job synced nothing into it.
+    assert not list((checkout / ".venv").glob("lib/python*/site-packages/*snapshot*"))
 
 
 def uv_machine_config() -> tuple[list[str], list[str]]:

@@ -48,8 +48,9 @@ def test_a_lost_worker_is_retried_without_its_node_and_resumes(
     cli: Cli, project: list[str], tmp_path: Path
 ) -> None:
     """tiny-rl GRPO, 20 steps saved after each (save_period=1: nothing is redone), on 2 nodes of
-    node[0-2]; the raylet of try 1's worker is killed mid-training. Slurm starts try 2 without
-    that node; it resumes from the newest checkpoint and finishes: every step trained once."""
+    node[0-2]; the raylet of try 1's worker is killed mid-training: try 1 fails within a minute.
+    Slurm starts try 2 without that node; it resumes from the newest checkpoint and finishes:
+    every step trained once."""
     args = ["--config", GRPO, "cluster.num_nodes=2", "checkpointing.save_period=1"]
     flags = ["--retries", "2", "--set", "slurm.exclude=node3"]
     result = cli("submit", "-q", "grpo", *args, "grpo.max_num_steps=20", *project, *flags)
@@ -79,6 +80,8 @@ def test_a_lost_worker_is_retried_without_its_node_and_resumes(
     assert final["try_index"] == 2 and "try 2/3" in final["detail"]
     (before,) = final["earlier_tries"]
     assert f"Ray on node {worker} exited" in before
+    # Try 1 failed fast: it knew within a minute of the kill (its ENDED, which status reads).
+    assert (first_logs / "ENDED").stat().st_mtime - killed_at < 60
     assert f"retried; the next try runs without {worker}" in before
     second_logs = Path(final["log_dir"])
     assert second_logs != first_logs
