@@ -390,12 +390,17 @@ def test_clean_step_env_raises_it_to_a_lower_hard_limit_and_says_so(tmp_path: Pa
 
 
 @pytest.mark.parametrize("plan", [slurm.plan, slurm.plan_plain], ids=["ray", "plain"])
-@pytest.mark.parametrize(("env", "expected"), [({}, "unset"), ({"CI": "1"}, "1")])
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [({}, "unset"), ({"env": {"CI": "1"}}, "1"), ({"secrets": {"CI": "required"}}, "true")],
+    ids=["unset", "env", "secret"],
+)
 def test_job_env_drops_a_login_shell_s_ci_unless_the_job_sets_it(
-    plan: Callable[[LaunchSpec], Request], env: dict[str, str], expected: str
+    plan: Callable[[LaunchSpec], Request], values: dict[str, object], expected: str
 ) -> None:
-    """vLLM takes a CI in its environment for its own CI (NeMo RL #3293)."""
-    script = plan(spec(env=env)).script
+    """vLLM takes a CI in its environment for its own CI (NeMo RL #3293); a job that names CI
+    as a secret gets the submitting shell's (test_fuzz found it dropped)."""
+    script = plan(spec(**values)).script
     probe = 'export CI=true; job_env; printf "%s\\0" "${CI-unset}" "$(printenv CI || echo unset)"'
     assert bash_values(script, probe) == [expected, expected]
 
