@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
-from tests.conftest import Cli, need_tool, wait_until
+from tests.cluster.terminal import Terminal
+from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
 CLI = [sys.executable, "-m", "nrl_launch"]
@@ -81,34 +82,16 @@ def test_attach_runs_commands_on_the_job_s_nodes(interactive: str) -> None:
 @pytest.mark.slurm_smoke
 def test_attach_opens_a_shell_in_a_terminal(interactive: str) -> None:
     """The pty path, driven through tmux: type a command in the attached shell, read it back."""
-    tmux = need_tool("tmux")
-    session = f"nrl-attach-{interactive}"
     # ray.sub users export COMMAND for their training run: attach without -- still opens a shell.
     command = shlex.join(["env", "COMMAND=echo hijacked", *CLI, "attach", interactive])
-    subprocess.run(
-        [tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", command], check=True
-    )
-    try:
-
-        def screen() -> str:
-            return subprocess.run(
-                [tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
-            ).stdout
-
-        wait_until(lambda: "$" in screen() or "#" in screen(), timeout=60)
-        subprocess.run(
-            [tmux, "send-keys", "-t", session, 'echo "on $(hostname): $((6 * 7))"', "Enter"],
-            check=True,
-        )
-        wait_until(lambda: "on node0: 42" in screen(), timeout=60)
-        subprocess.run(
-            [tmux, "send-keys", "-t", session, "env | grep ^RAY_ADDRESS", "Enter"], check=True
-        )
-        wait_until(lambda: "RAY_ADDRESS=10.77.0.10:1200" in screen(), timeout=60)
-        assert "hijacked" not in screen()
-        subprocess.run([tmux, "send-keys", "-t", session, "exit", "Enter"], check=True)
-    finally:
-        subprocess.run([tmux, "kill-session", "-t", session], capture_output=True)
+    with Terminal(command, f"nrl-attach-{interactive}") as terminal:
+        terminal.wait_for_prompt()
+        terminal.type('echo "on $(hostname): $((6 * 7))"')
+        terminal.wait_for("on node0: 42")
+        terminal.type("env | grep ^RAY_ADDRESS")
+        terminal.wait_for("RAY_ADDRESS=10.77.0.10:1200")
+        assert "hijacked" not in terminal.screen()
+        terminal.type("exit")
 
 
 def test_dashboard_names_the_head_and_the_tunnel(cli: Cli, interactive: str) -> None:

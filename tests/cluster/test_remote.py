@@ -1,12 +1,14 @@
 """From a laptop (this test process, outside the login host) over real ssh: one Ray job on the
 dev cluster through its whole cycle with --remote: submit with code sync, status and list (one
-ssh per cluster), attach, logs -f and dashboard --open through a dropped connection, cancel."""
+ssh per cluster), attach (a command, and a shell in a terminal), logs -f and dashboard --open
+through a dropped connection, cancel."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.login import LoginHost
+from tests.cluster.terminal import Terminal
 from tests.conftest import REPO, wait_until
 from tests.helpers import git
 
@@ -127,6 +130,17 @@ def test_a_job_from_the_laptop(login_host: LoginHost, tmp_path: Path) -> None:
         attached = cli("attach", job_id, "--", "bash", "-c", "echo attached on $(hostname)")
         assert attached.returncode == 0, attached.stderr
         assert re.fullmatch(r"attached on node\d\n", attached.stdout), attached.stdout
+        # The pty path: a shell on the job's head node over `ssh -t`, typed into as a person does.
+        laptop_env = ("XDG_CONFIG_HOME", "NRL_LAUNCH_STATE_DIR", "PATH", "PYTHONPATH", "SSH_CALLS")
+        assignments = [f"{name}={env[name]}" for name in laptop_env]
+        shell = shlex.join(
+            ["env", *assignments, sys.executable, "-m", "nrl_launch", "attach", job_id]
+        )
+        with Terminal(shell, f"nrl-remote-attach-{job_id}", cwd=project) as terminal:
+            terminal.wait_for_prompt()
+            terminal.type('echo "on $(hostname): $((6 * 7))"')
+            wait_until(lambda: re.search(r"on node\d: 42", terminal.screen()) is not None, 60)
+            terminal.type("exit")
 
         logs = popen("logs", job_id, "-f")
         dashboard = popen("dashboard", job_id, "--open")

@@ -13,6 +13,7 @@ from nrl_launch.errors import JobNotFoundError, UnreadableRecordError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import (
     PREEMPTED,
+    TIME_LIMIT,
     LogView,
     Phase,
     SchedulerView,
@@ -90,12 +91,13 @@ LOGS_UP = LogView(
             "driver exited with code 0",
         ),
         (SchedulerView("CANCELLED"), LogView(Path("/l")), Phase.CANCELLED, "cancelled"),
-        (
+        (  # at its time limit: said so whether or not its trap has written ENDED yet
             SchedulerView("TIMEOUT"),
-            LogView(Path("/l"), ended="the job was cancelled or reached its time limit"),
+            LogView(Path("/l"), ended="Slurm stopped the job (cancelled, time limit, ...)"),
             Phase.TIMEOUT,
-            "the job was cancelled or reached its time limit",
+            TIME_LIMIT,
         ),
+        (SchedulerView("TIMEOUT"), LogView(Path("/l")), Phase.TIMEOUT, TIME_LIMIT),
         (SchedulerView("REQUEUED"), LogView(Path("/l")), Phase.PENDING, "waiting"),
         (  # preempted and not requeued: over (a requeued job is PENDING), and why
             SchedulerView("PREEMPTED"),

@@ -20,6 +20,7 @@ from nrl_launch.errors import UntrustedLogError
 
 __all__ = [
     "PREEMPTED",
+    "TIME_LIMIT",
     "JobStatus",
     "LogView",
     "Phase",
@@ -79,6 +80,8 @@ _ENDED_CODE = re.compile(r"(?:exited with code|ended with exit code) (\d+)\b")
 # How they word a stop by the scheduler (their TERM traps): cancelled, a time limit, a requeue
 # or a preemption, which the log dir cannot tell apart.
 _SCHEDULER_STOP = re.compile(r"\w+ stopped (?:the job|node) ")
+# A job Slurm ended at its time limit (state TIMEOUT).
+TIME_LIMIT = "Slurm ended it at its time limit (slurm.time)"
 # A job Slurm preempted without requeueing it (jobs/requeue.py: with requeue it runs again).
 PREEMPTED = (
     "preempted by Slurm (a job of a higher-priority partition took its nodes) and not "
@@ -232,6 +235,8 @@ def phase_of(
         detail = logs.ended or slurm.reason or slurm.state.lower()
         if slurm.state == "PREEMPTED":  # its ENDED can only say that Slurm stopped it
             detail = PREEMPTED
+        elif slurm.state == "TIMEOUT":  # the same, once its trap has written ENDED, if yet
+            detail = TIME_LIMIT
         if phase is Phase.FAILED and slurm.exit_code is not None:
             detail = f"exit code {slurm.exit_code}: {detail}"
         return phase, detail
