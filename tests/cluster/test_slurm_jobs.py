@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -150,37 +151,61 @@ def test_status_and_logs_follow_every_phase(
         [*CLI, "status", "--watch", job_id], stdout=subprocess.PIPE, text=True
     )
     follower = subprocess.Popen([*CLI, "logs", "-f", job_id], stdout=subprocess.PIPE, text=True)
+    watched: list[str] = []  # status --watch's lines as it prints them
+
+    def read_watcher() -> None:
+        assert watcher.stdout is not None
+        for line in watcher.stdout:
+            watched.append(line)  # noqa: PERF402 - as each comes: the test reads it meanwhile
+
+    reader = threading.Thread(target=read_watcher, daemon=True)
+    reader.start()
 
     def phase_is(phase: str, detail: str) -> bool:
         status = job_status(cli, job_id)
         return status["phase"] == phase and detail in status["detail"]
 
-    wait_until(lambda: phase_is("STARTING", "starting the Ray head"))
-    (gates / "head").touch()
-    wait_until(lambda: phase_is("JOINING", "1/2 nodes joined, 8/16 GPUs"))
-    (gates / "worker").touch()
-    wait_until(lambda: phase_is("RUNNING", "driver running on 2 node(s)"))
-    assert "worker on" in cli("logs", job_id, "--node", "1").out
-    # Ctrl-C stops following, not the job.
-    interrupted = subprocess.Popen(
-        [*CLI, "logs", "-f", job_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    assert interrupted.stdout is not None
-    assert "driver says hello" in interrupted.stdout.readline()  # it is following now
-    interrupted.send_signal(signal.SIGINT)
-    _, err = interrupted.communicate(timeout=30)
-    assert interrupted.returncode == 130
-    assert f"stopped following; job {job_id} keeps running" in err
-    assert job_status(cli, job_id)["phase"] == "RUNNING"
-    (gates / "driver").touch()
-    wait_until(lambda: phase_is("COMPLETED", "driver exited with code 0"))
+    def watch_saw(phase: str) -> bool:
+        return any(line.split()[1:2] == [phase] for line in watched)
 
-    watched, _ = watcher.communicate(timeout=60)
-    assert watcher.returncode == 0
-    phases = [line.split()[1] for line in watched.splitlines()]
+    # Each gate opens once the watcher has printed the phase it holds: a poll of --watch that
+    # backed off while nothing changed cannot miss a short phase then.
+    try:
+        wait_until(lambda: phase_is("STARTING", "starting the Ray head"))
+        wait_until(lambda: watch_saw("STARTING"))
+        (gates / "head").touch()
+        wait_until(lambda: phase_is("JOINING", "1/2 nodes joined, 8/16 GPUs"))
+        wait_until(lambda: watch_saw("JOINING"))
+        (gates / "worker").touch()
+        wait_until(lambda: phase_is("RUNNING", "driver running on 2 node(s)"))
+        assert "worker on" in cli("logs", job_id, "--node", "1").out
+        # Ctrl-C stops following, not the job.
+        interrupted = subprocess.Popen(
+            [*CLI, "logs", "-f", job_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert interrupted.stdout is not None
+        assert "driver says hello" in interrupted.stdout.readline()  # it is following now
+        interrupted.send_signal(signal.SIGINT)
+        _, err = interrupted.communicate(timeout=30)
+        assert interrupted.returncode == 130
+        assert f"stopped following; job {job_id} keeps running" in err
+        assert job_status(cli, job_id)["phase"] == "RUNNING"
+        wait_until(lambda: watch_saw("RUNNING"))
+        (gates / "driver").touch()
+        wait_until(lambda: phase_is("COMPLETED", "driver exited with code 0"))
+        assert watcher.wait(timeout=60) == 0
+        followed, _ = follower.communicate(timeout=60)  # ends by itself once the job has ended
+    finally:
+        for proc in (watcher, follower):
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=30)
+        assert follower.stdout is not None and watcher.stdout is not None
+        follower.stdout.close()
+        watcher.stdout.close()
+    phases = [line.split()[1] for line in watched]
     seen = [p for i, p in enumerate(phases) if (i == 0 or phases[i - 1] != p) and p != "PENDING"]
-    assert seen == ["STARTING", "JOINING", "RUNNING", "COMPLETED"], watched
-    followed, _ = follower.communicate(timeout=60)  # ends by itself once the job has ended
+    assert seen == ["STARTING", "JOINING", "RUNNING", "COMPLETED"], "".join(watched)
     assert follower.returncode == 0 and "driver says hello" in followed
 
 
