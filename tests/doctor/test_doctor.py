@@ -19,7 +19,7 @@ from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.doctor import probe as node_probe
 from nrl_launch.errors import ConfigError
-from nrl_launch.jobs.launch import check_log_base
+from nrl_launch.jobs.launch import log_base_findings
 from nrl_launch.runner import Completed
 from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
@@ -1018,9 +1018,9 @@ def test_a_log_dir_others_can_write_fails_as_submit_refuses_it(cli: Cli, isolate
     assert f"ok    logs.base_dir: {logs} is writable" in result.out  # the write check stays
     assert result.err == "nrl-launch: error: doctor: 1 check failed: logs.base_dir\n"
     # Submit refuses the same dir with the same line.
-    with pytest.raises(ConfigError) as refused:
-        check_log_base(spec(logs__base_dir="logs"), isolated)
-    assert refused.value.problems == [problem]
+    (refused,) = log_base_findings(spec(logs__base_dir="logs"), isolated)
+    assert refused.error
+    assert refused.message == problem
 
 
 def test_a_log_dir_under_another_user_s_dir_warns(cli: Cli, isolated: Path) -> None:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
-from nrl_launch.errors import ConfigError, UsageError
+from nrl_launch.errors import ConfigError
 
 if TYPE_CHECKING:
+    from nrl_launch.api.queueing import Order
     from nrl_launch.backends import Request
     from nrl_launch.jobs.record import JobRecord
     from nrl_launch.nemorl.job import Prepared
@@ -29,12 +30,10 @@ __all__ = [
     "Inputs",
     "Plan",
     "Spec",
-    "chained",
-    "frozen",
     "load",
+    "order_of",
     "plan_of",
     "prepare",
-    "queue",
     "request",
     "resolve",
     "runnable",
@@ -302,82 +301,22 @@ def shown(request: Request) -> str:
     return f"{request.job_spec}\n\n{request.script}" if request.job_spec else request.script
 
 
+def order_of(spec: Spec, *, snapshot: bool = True) -> Order:
+    """The order that queues `spec` once it names a driver (or is interactive): one job, or a
+    --retries run. Its config's problems, like every other check, are `queueing.queue`'s."""
+    from dataclasses import replace
+
+    from nrl_launch.api import queueing
+
+    if spec._no_driver is not None:
+        raise ConfigError([spec._no_driver])
+    prepared = replace(_prepared(spec), spec=spec.launch, problems=spec.problems)
+    return queueing.Order((queueing.Point(prepared),), snapshot=snapshot)
+
+
 def submit(spec: Spec, *, snapshot: bool = True) -> JobRecord:
-    """Queue `spec` once it may run (`runnable`): one job, or a --retries run; its record."""
-    records, _ = queue(runnable(spec), _prepared(spec), snapshot=snapshot)
-    return records[-1]
+    """Queue `spec` (the one queueing core, `queueing.queue`): one job, or a --retries run;
+    its record."""
+    from nrl_launch.api import queueing
 
-
-def queue(
-    spec: LaunchSpec,
-    prepared: Prepared,
-    *,
-    chain: int | None = None,
-    snapshot: bool = True,
-) -> tuple[list[JobRecord], str]:
-    """Submit `spec` (`prepared`: its NeMo RL reading): one job, a --retries run (one record),
-    or with `chain` (1 or more) that many jobs one after another. Returns their records and
-    the line about the code they run (the snapshot's, or why none was frozen; "" for none)."""
-    from nrl_launch import backends, container_checks
-    from nrl_launch.jobs import retries
-    from nrl_launch.jobs import snapshot as snapshots
-    from nrl_launch.jobs.launch import launch
-
-    retries.check(spec, chain)
-    if chain is not None:  # the command's own mistakes first, then the machine's
-        spec = chained(spec, prepared.checkpointing)
-    # Before anything is written: pyxis would fail these on every node, after the queue.
-    container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    spec, code = frozen(spec, prepared.relative_outputs, snapshot=snapshot)
-    records: list[JobRecord] = []
-    try:
-        if spec.slurm.retries:
-            records.append(retries.launch_run(spec))
-        else:
-            records.extend(launch(spec) for _ in range(chain or 1))
-    except BaseException:
-        if not records:  # no job was queued with the snapshot: it goes
-            snapshots.discard(spec.driver.frozen)
-        raise
-    return records, code
-
-
-def frozen(
-    spec: LaunchSpec, outputs: Sequence[tuple[str, str]], *, snapshot: bool
-) -> tuple[LaunchSpec, str]:
-    """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
-    the job's nodes share this machine's files, and the line submit prints about it."""
-    from nrl_launch import backends, trust
-    from nrl_launch.jobs import snapshot as snapshots
-
-    if not snapshot or not spec.driver.snapshot:
-        driver = spec.driver.model_copy(update={"snapshot": False})
-        return spec.model_copy(update={"driver": driver}), ""
-    if not backends.get(spec.backend).shares_files:
-        return spec, ""  # its nodes see none of this machine's files
-    cwd = Path.cwd()
-    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
-    if problem:  # the snapshot goes where the logs go: refused the same
-        raise ConfigError([problem])
-    spec, copied, note = snapshots.freeze(spec, cwd, cwd / spec.logs.base_dir, outputs)
-    return spec, snapshots.code_line(copied.frozen) if copied else note
-
-
-def chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:
-    """The spec with Slurm's singleton dependency: one job of this name and user at a time."""
-    from nrl_launch import backends
-
-    backends.get(spec.backend).check_chain(spec)
-    if checkpointing is False:
-        raise UsageError(
-            "--chain: checkpointing.enabled is false in the config, so every job of the chain "
-            "would start over; pass checkpointing.enabled=true"
-        )
-    if spec.interactive:
-        raise UsageError("--chain: an interactive job runs no driver to continue")
-    dependency = spec.slurm.dependency
-    if dependency is None or "singleton" not in dependency.split(","):
-        dependency = f"{dependency},singleton" if dependency else "singleton"
-    return spec.model_copy(
-        update={"slurm": spec.slurm.model_copy(update={"dependency": dependency})}
-    )
+    return queueing.queue(order_of(spec, snapshot=snapshot)).records[-1]

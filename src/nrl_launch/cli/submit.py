@@ -39,7 +39,6 @@ from nrl_launch.cli.options import (
     job_flags_of,
 )
 from nrl_launch.cli.sweep_options import ExperimentName, MaxRunning, Sweep, SweepFile
-from nrl_launch.errors import UsageError
 
 EXAMPLES = """\
 Examples:
@@ -107,22 +106,20 @@ def submit(
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
     flags = job_flags_of(locals())
-    from nrl_launch.api import specs
     from nrl_launch.cli import sweep as sweeps
 
     grid = sweeps.Grid(tuple(sweep or ()), sweep_file, experiment, max_running)
     if grid.given:  # one job per point of the grid, as one experiment
-        from functools import partial
-
-        freeze = partial(specs.frozen, snapshot=not no_snapshot)
-        return sweeps.submit(flags, grid, chain=chain, wait=wait, quiet=quiet, freeze=freeze)
+        return sweeps.submit(
+            flags, grid, chain=chain, wait=wait, quiet=quiet, snapshot=not no_snapshot
+        )
+    from nrl_launch.api import queueing
     from nrl_launch.cli import queued
 
-    if chain is not None and chain < 1:
-        raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
-    prepared = flags.prepare()
-    spec = prepared.spec
-    records, code = specs.queue(spec, prepared, chain=chain, snapshot=not no_snapshot)
+    prepared = flags.prepare(check=False)  # the core refuses a config that does not fit
+    order = queueing.Order((queueing.Point(prepared),), chain=chain, snapshot=not no_snapshot)
+    done = queueing.queue(order)
+    records, code, spec = done.records, done.code, prepared.spec
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)
     if chain is not None:
