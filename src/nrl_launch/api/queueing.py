@@ -180,10 +180,7 @@ def _combined(order: Order, spec: LaunchSpec, checkpointing: bool | None) -> Lau
 
 def _sweep_options(order: Order, spec: LaunchSpec) -> None:
     if order.chain is not None:
-        raise UsageError(
-            "--chain with --sweep: a sweep's points run side by side (--max-running caps how "
-            "many); chain one point at a time with submit --chain"
-        )
+        raise UsageError("--chain with --sweep: a sweep's points run side by side")
     if spec.interactive:
         raise UsageError("--sweep: an interactive job runs no driver to give the overrides to")
     if spec.slurm.retries:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "Inputs",
     "Plan",
     "Spec",
+    "base_of",
     "load",
     "order_of",
     "plan_of",
@@ -140,6 +141,7 @@ class Spec:
     # What nrl-launch needs beside them: the prepared spec, and why it cannot run (no driver).
     _prepared: Prepared | None = field(default=None, repr=False, compare=False)
     _no_driver: str | None = field(default=None, repr=False, compare=False)
+    _inputs: Inputs | None = field(default=None, repr=False, compare=False)
 
 
 def load(inputs: Inputs) -> Spec:
@@ -153,7 +155,18 @@ def load(inputs: Inputs) -> Spec:
         if no_driver is None:
             raise
         prepared = prepare(inputs, check=False, need_driver=False, notes=False)
-    return spec_of(prepared, no_driver)
+    return replace(spec_of(prepared, no_driver), _inputs=inputs)
+
+
+def base_of(spec: Spec) -> Resolved:
+    """`spec` before its NeMo RL config was applied, to read a sweep's points from: read again
+    from what `load` read it from, or, for a Spec made by hand, its launch spec as it is."""
+    inputs, prepared = spec._inputs, spec._prepared
+    if inputs is not None and prepared is not None and prepared.spec == spec.launch:
+        return resolve(inputs)  # not changed since it was loaded
+    from nrl_launch.spec.setting import Resolved
+
+    return Resolved(spec.launch, {})
 
 
 def spec_of(prepared: Prepared, no_driver: str | None = None) -> Spec:
@@ -304,8 +317,6 @@ def shown(request: Request) -> str:
 def order_of(spec: Spec, *, snapshot: bool = True) -> Order:
     """The order that queues `spec` once it names a driver (or is interactive): one job, or a
     --retries run. Its config's problems, like every other check, are `queueing.queue`'s."""
-    from dataclasses import replace
-
     from nrl_launch.api import queueing
 
     if spec._no_driver is not None:

@@ -10,7 +10,7 @@ import posixpath
 from dataclasses import dataclass
 
 from nrl_launch import backends, output, paths
-from nrl_launch.api.queueing import Order, Point
+from nrl_launch.api.queueing import Order, Point, Queued, queue
 from nrl_launch.backends import rules
 from nrl_launch.errors import ConfigError
 from nrl_launch.jobs import record, sweep
@@ -18,7 +18,15 @@ from nrl_launch.nemorl.job import Prepared, prepare
 from nrl_launch.spec import lint
 from nrl_launch.spec.setting import Resolved
 
-__all__ = ["CHECKPOINT_DIR", "Checked", "check_points", "experiment_of", "order_of", "problems"]
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Checked",
+    "check_points",
+    "experiment_of",
+    "order_of",
+    "problems",
+    "submit",
+]
 
 CHECKPOINT_DIR = "checkpointing.checkpoint_dir"
 
@@ -115,3 +123,24 @@ def order_of(
         experiment=experiment,
         max_running=max_running,
     )
+
+
+def submit(
+    base: Resolved,
+    points: list[sweep.Point],
+    *,
+    experiment: str | None,
+    max_running: int | None,
+    snapshot: bool,
+) -> tuple[str, Queued]:
+    """Check every point of `base`, then queue them all as the jobs of `experiment` (a name
+    made up when None); the experiment's name and what was queued, whose code line says first
+    where each point saves its checkpoints when each has its own."""
+    name = experiment_of(experiment)
+    checked = check_points(base, points, check=None, experiment=name)
+    queued = queue(order_of(checked, name, max_running=max_running, snapshot=snapshot))
+    if not checked[0].extra:
+        return name, queued
+    where = posixpath.dirname(checked[0].extra[0].partition("=")[2])
+    line = f"checkpoints: each job its own, {where}/<job name> ({CHECKPOINT_DIR})"
+    return name, Queued(queued.records, line + (f"\n  {queued.code}" if queued.code else ""))

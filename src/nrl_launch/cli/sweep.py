@@ -4,8 +4,6 @@ names, the lanes of --max-running)."""
 
 from __future__ import annotations
 
-import dataclasses
-import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,29 +97,28 @@ def _point_data(c: Checked) -> dict[str, Any]:
 
 def submit(flags: JobFlags, grid: Grid, *, chain: int | None, wait: bool, quiet: bool,
            snapshot: bool) -> int:  # fmt: skip
-    """`submit --sweep`: check every point, then queue them all as one experiment (the one
-    queueing core: `queueing.queue`); print the experiment's name and its jobs."""
-    from nrl_launch.api import queueing, sweeps
+    """`submit --sweep`: check every point, then queue them all as one experiment (through the
+    one queueing core, `queueing.queue`); print the experiment's name and its jobs."""
+    from nrl_launch.api import sweeps
 
+    if chain is not None:
+        raise UsageError(
+            "--chain with --sweep: a sweep's points run side by side (--max-running caps how "
+            "many); chain one point at a time with submit --chain"
+        )
     if wait:
         raise UsageError(
             "--wait with --sweep: follow the sweep with nrl-launch status --experiment NAME --watch"
         )
-    points = grid.points()
-    name = sweeps.experiment_of(grid.experiment)
-    checked = sweeps.check_points(flags.resolve(), points, check=None, experiment=name)
-    order = sweeps.order_of(checked, name, max_running=grid.max_running, snapshot=snapshot)
-    if chain is not None:
-        order = dataclasses.replace(order, chain=chain)
-    queued = queueing.queue(order)
-    code = queued.code
-    if checked[0].extra:
-        where = posixpath.dirname(checked[0].extra[0].partition("=")[2])
-        code = f"checkpoints: each job its own, {where}/<job name> ({sweeps.CHECKPOINT_DIR})" + (
-            f"\n  {code}" if code else ""
-        )
+    name, queued = sweeps.submit(
+        flags.resolve(),
+        grid.points(),
+        experiment=grid.experiment,
+        max_running=grid.max_running,
+        snapshot=snapshot,
+    )
     return _report(queued.records, name, grid, made_up=grid.experiment is None, quiet=quiet,
-                   json=flags.json, code=code)  # fmt: skip
+                   json=flags.json, code=queued.code)  # fmt: skip
 
 
 def _report(
