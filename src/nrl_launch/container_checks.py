@@ -37,6 +37,7 @@ from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
 
 if TYPE_CHECKING:
+    from nrl_launch.backends import Traits
     from nrl_launch.backends.base import Backend
 
 __all__ = ["Finding", "all_findings", "check", "findings", "image_ray_findings", "site_mounts"]
@@ -155,15 +156,15 @@ def findings(
 def all_findings(
     spec: LaunchSpec,
     *,
-    backend: Backend,
+    backend: Backend | Traits,
     on_host: bool,
     environ: Mapping[str, str] | None = None,
     ray: bool = True,
 ) -> list[Finding]:
     """Every container finding of `spec` (submitted from this directory): the image's Ray, and
     pyxis's rules where pyxis runs (elsewhere the job's image is the whole container). Without
-    `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the spec's (the
-    caller has it: this module sits below the backends)."""
+    `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the spec's, or
+    its traits (the caller has them: this module sits below the backends)."""
     environ = os.environ if environ is None else environ
     found = image_ray_findings(spec, on_host=on_host) if ray else []
     if backend.slurm_cluster or (backend.shares_files and on_host):

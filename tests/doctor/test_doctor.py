@@ -18,7 +18,6 @@ from nrl_launch import doctor
 from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.doctor import probe as node_probe
-from nrl_launch.errors import ConfigError
 from nrl_launch.jobs.launch import log_base_findings
 from nrl_launch.runner import Completed
 from nrl_launch.shell import sourced
@@ -762,8 +761,10 @@ def cluster(slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
 
 
 def test_doctor_passes_on_a_cluster_that_fits(
-    cli: Cli, cluster: FakeCluster, isolated: Path
+    cli: Cli, cluster: FakeCluster, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("HF_TOKEN", "WANDB_API_KEY"):  # else submit's warning that they are not set
+        monkeypatch.setenv(name, "set")
     result = cli("doctor", "--partition", "batch", "--nodes", "2")
     assert result.code == 0, result.out + result.err
     out = result.out.splitlines()

@@ -81,7 +81,7 @@ def checks(
     where its NeMo RL config does not fit (errors unless nemo_rl.check is false)."""
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
-    backend = backends.get(spec.backend)
+    backend = backends.traits(spec.backend)
     config_error = spec.nemo_rl.check
     frozen = [Finding("driver.frozen", FROZEN_GIVEN, error=True)] if spec.driver.frozen else []
     exposed = exposed_log_mount(spec, cwd)

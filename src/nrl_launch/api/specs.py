@@ -199,6 +199,8 @@ class Plan:
         config, overrides: the config checked, as written, and the overrides it was read with.
         injected: the overrides nrl-launch adds to the driver's command (cluster.num_nodes...).
         unchecked: why the config the driver names was not read, if it was not.
+        refused: every other reason submit would refuse the job here, one line each (its
+            checks before the queue: driver, sandbox mounts, container, log dir, secrets).
     """
 
     spec: Spec
@@ -209,6 +211,7 @@ class Plan:
     overrides: tuple[str, ...]
     injected: tuple[str, ...]
     unchecked: str | None
+    refused: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -240,6 +243,7 @@ class Plan:
             "reward_model": asdict(layout.reward_model) if layout.reward_model else None,
             "layout": [asdict(role) for role in self.roles],
             "problems": list(self.problems),
+            **({"refused_at_submit": list(self.refused)} if self.refused else {}),
             "notes": list(self.spec.notes),
             "warnings": list(prepared.warnings),
             "driver": list(spec.driver.command or []),
@@ -248,13 +252,17 @@ class Plan:
 
 
 def plan_of(spec: Spec) -> Plan:
-    """The plan of `spec` (pure: its config was read when it was loaded)."""
+    """The plan of `spec`: its config was read when it was loaded; beside the config's
+    problems, every other reason submit would refuse it (`queueing.checks`)."""
+    from nrl_launch.api import queueing
+
     prepared = _prepared(spec)
     layout = prepared.layout
     return Plan(
         spec=spec,
         layout=layout,
         problems=prepared.problems,
+        refused=tuple(f.message for f in queueing.findings(spec.launch) if f.error),
         roles=tuple(_node_roles(spec.launch, layout)) if layout else (),
         config=prepared.config,
         overrides=prepared.overrides,

@@ -44,6 +44,7 @@ from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.doctor import Check
+    from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved
 
 EXAMPLES = """\
@@ -110,7 +111,8 @@ def doctor(
     from nrl_launch import doctor as checks
 
     resolved = _resolve(flags)
-    spec = resolved.spec
+    prepared = _prepared(resolved)
+    spec = prepared.spec
     if on_nodes and not backends.get(spec.backend).slurm_cluster:
         raise UsageError(f"--on-nodes runs a Slurm job: it needs backend slurm, not {spec.backend}")
     used = checks.settings(resolved, on_nodes=on_nodes)
@@ -124,7 +126,7 @@ def doctor(
             output.emit_text(f"{_LABELS[check.status]:<4}  {check.name}: {check.detail}")
 
     cwd = Path.cwd()
-    for check in checks.local_checks(spec, cwd, resolved.sources):
+    for check in checks.local_checks(spec, cwd, resolved.sources, _before_queue(prepared)):
         show(check)
     if on_nodes and any(c.failed for c in found):
         show(checks.Check("on nodes", "warn", "not run: fix the failed checks above first"))
@@ -183,6 +185,31 @@ def _resolve(flags: JobFlags) -> Resolved:
         if not any(p.startswith("driver.command is not set") for p in exc.problems):
             raise
     return flags.resolve(base=[layers.Setting("interactive", True, "doctor")])
+
+
+def _prepared(resolved: Resolved) -> Prepared:
+    """The spec as submit would queue it: sized by its NeMo RL config, whose problems are
+    kept (not raised: doctor reports them as checks)."""
+    from nrl_launch import backends
+    from nrl_launch.backends import rules
+    from nrl_launch.nemorl.job import prepare
+
+    time_limited = backends.time_limited(resolved.spec.backend)
+    return prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=False)
+
+
+def _before_queue(prepared: Prepared) -> list[Check]:
+    """What submit's own checks before the queue (`queueing.checks`, the ones submit refuses a
+    job for) find, as doctor's checks: an error fails, a warning warns (what they pass, the
+    checks doctor runs of its own say)."""
+    from nrl_launch.api import queueing
+    from nrl_launch.doctor import Check
+
+    return [
+        Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
+        for _, group in queueing.checks(prepared.spec, prepared.problems)
+        for f in group
+    ]
 
 
 def _shown(value: Any) -> str:

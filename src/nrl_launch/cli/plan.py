@@ -159,6 +159,9 @@ def _as_text(planned: Plan, layout: Layout) -> str:
             f"Sandbox:     {join(sandbox.command)} on every node, "
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
         )
+    if planned.refused:  # the config fits or not; submit would refuse the job for these too
+        lines += ["", "Submit would refuse it here:"]
+        lines += [f"  {line}" for line in planned.refused]
     lines += ["", "Fits." if planned.fits else f"{len(planned.problems)} problem(s):"]
     # Under their header, on stdout too (`plan > plan.txt` keeps them); the error lines on stderr
     # say them again, for the exit code's sake.

@@ -68,15 +68,17 @@ def log_base_findings(spec: LaunchSpec, cwd: Path) -> list[Finding]:
     if problem:
         return [Finding("logs.base_dir", problem, error=True)]
     owner = trust.foreign_owner(cwd / spec.logs.base_dir)
-    if owner:
-        return [
-            Finding(
-                "logs.base_dir",
-                f"logs.base_dir {spec.logs.base_dir}: {owner}, who could replace what is under "
-                "it (this job's log dir)",
-            )
-        ]
-    return []
+    if not owner:
+        return []
+    base_dir = spec.logs.base_dir
+    shown = base_dir if Path(base_dir).is_absolute() else f"{base_dir} ({cwd / base_dir})"
+    return [
+        Finding(
+            "logs.base_dir",
+            f"logs.base_dir {shown}: {owner}, who could replace what is under it (this job's "
+            "log dir and its Ray token); use a directory of your own (--log-dir DIR)",
+        )
+    ]
 
 
 def refuse_or_warn(found: Sequence[Finding]) -> None:
