@@ -26,7 +26,7 @@ from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.models import FrozenCode
 from nrl_launch.spec.sandbox import exposed_log_mount
 
-__all__ = ["Order", "Point", "Queued", "checks", "findings", "queue", "refuse"]
+__all__ = ["Order", "Point", "Queued", "checks", "findings", "queue", "refuse", "shape_checks"]
 
 # What `driver.frozen` says when it is given: only `queue` sets it, from a copy it made.
 FROZEN_GIVEN = (
@@ -75,40 +75,49 @@ def checks(
     *,
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    on_host: bool = True,
 ) -> list[tuple[str, list[Finding]]]:
     """Every check made before `spec` is queued (from `cwd`, with the secrets of `environ`),
     by name, each with what it found: errors refuse the job, warnings are said. `problems`:
-    where its NeMo RL config does not fit (errors unless nemo_rl.check is false)."""
+    where its NeMo RL config does not fit (errors unless nemo_rl.check is false). Without
+    `on_host` (render: a dry run, in CI too), only what the spec itself shows is checked, not
+    this machine's files nor its secrets."""
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
     backend = backends.traits(spec.backend)
     config_error = spec.nemo_rl.check
-    frozen = [Finding("driver.frozen", FROZEN_GIVEN, error=True)] if spec.driver.frozen else []
-    exposed = exposed_log_mount(spec, cwd)
+    containers = container_checks.all_findings(
+        spec, backend=backend, on_host=on_host, environ=environ
+    )
     found = [
-        ("driver", frozen),
+        *shape_checks(spec, cwd),
         ("nemo_rl", [Finding("nemo_rl", p, error=config_error) for p in problems]),
-        ("sandbox.mounts", [Finding("sandbox.mounts", exposed, error=True)] if exposed else []),
-        (
-            "container",
-            [
-                Finding(f.key, f.message, error=f.error and config_error)
-                for f in container_checks.all_findings(
-                    spec, backend=backend, on_host=True, environ=environ
-                )
-            ],
-        ),
+        ("container", [Finding(f.key, f.message, f.error and config_error) for f in containers]),
     ]
-    if backend.shares_files:  # else the log dir is on the backend's storage
+    if backend.shares_files and on_host:  # else the log dir is on the backend's storage
         found.append(("logs.base_dir", log_base_findings(spec, cwd)))
-    if backend.secrets_from_shell:
+    if backend.secrets_from_shell and on_host:
         found.append(("secrets", secret_findings(spec, environ)))
     return found
 
 
-def findings(spec: LaunchSpec, problems: Sequence[str] = ()) -> list[Finding]:
+def shape_checks(spec: LaunchSpec, cwd: Path) -> list[tuple[str, list[Finding]]]:
+    """The checks of what the spec itself says, whatever the machine: its frozen code (never
+    given) and its sandbox's mounts (never the log dirs). Loading a spec refuses these first,
+    before anything is said about it (`specs.resolve`)."""
+    frozen = [Finding("driver.frozen", FROZEN_GIVEN, error=True)] if spec.driver.frozen else []
+    exposed = exposed_log_mount(spec, cwd)
+    return [
+        ("driver", frozen),
+        ("sandbox.mounts", [Finding("sandbox.mounts", exposed, error=True)] if exposed else []),
+    ]
+
+
+def findings(
+    spec: LaunchSpec, problems: Sequence[str] = (), *, on_host: bool = True
+) -> list[Finding]:
     """What `checks` found, errors first, each once."""
-    found = [f for _, group in checks(spec, problems) for f in group]
+    found = [f for _, group in checks(spec, problems, on_host=on_host) for f in group]
     return list(dict.fromkeys(sorted(found, key=lambda f: not f.error)))
 
 
@@ -136,7 +145,9 @@ def queue(order: Order) -> Queued:
     errors: list[str] = []
     said: set[str] = set()
     for point in order.points:
-        found = findings(point.prepared.spec, point.prepared.problems)
+        # What the spec itself says wrong first, alone, as loading it says it (specs.resolve).
+        shape = [f for _, group in shape_checks(point.prepared.spec, Path.cwd()) for f in group]
+        found = shape or findings(point.prepared.spec, point.prepared.problems)
         lines = refuse([f for f in found if f.error], point.label)
         errors += lines
         if not errors:  # warnings once for every point: they differ only in overrides

@@ -68,6 +68,7 @@ def resolve(
     read as an interactive job (doctor and plan run none). Without `ray`, the job starts no Ray
     (run, pull): no warning about what only Ray reads."""
     from nrl_launch import backends
+    from nrl_launch.api import queueing
     from nrl_launch.backends import rules
     from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
@@ -89,6 +90,9 @@ def resolve(
         if need_driver or not any(p.startswith(_NO_DRIVER) for p in exc.problems):
             raise
         resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
+    shape = [f for _, group in queueing.shape_checks(resolved.spec, Path.cwd()) for f in group]
+    if shape:  # refused first: nothing is said about a spec that cannot run
+        raise ConfigError([f.message for f in shape])
     containers = backends.containers(resolved.spec.backend)
     for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
         output.warn(warning)
@@ -296,10 +300,13 @@ def _node_roles(spec: LaunchSpec, layout: Layout) -> list[NodeRole]:
 def request(spec: LaunchSpec, script_path: str | None = None) -> Request:
     """What `render` shows for `spec`, a dry run (in CI too: the checks that need the cluster's
     filesystem wait for submit); `script_path`: where the script will be written."""
-    from nrl_launch import backends, container_checks
+    from nrl_launch import backends
+    from nrl_launch.api import queueing
 
     backend = backends.get(spec.backend)
-    container_checks.check(spec, backend=backend, on_host=False)
+    errors = queueing.refuse(queueing.findings(spec, on_host=False))  # as submit's, bar files
+    if errors:
+        raise ConfigError(errors)
     if backend.shares_files:
         from nrl_launch import trust
 

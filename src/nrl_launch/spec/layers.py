@@ -25,7 +25,6 @@ from nrl_launch.spec.describe import describe_errors
 from nrl_launch.spec.launch import BackendRules, LaunchSpec
 from nrl_launch.spec.sandbox import (
     RAY_SUB_SANDBOX_ENV,
-    exposed_log_mount,
     ray_sub_sandbox_on,
     sandbox_env_vars,
 )
@@ -348,7 +347,4 @@ def load(
         ],
         backend_rules=backend_rules,
     )
-    exposed = exposed_log_mount(resolved.spec, cwd)
-    if exposed:
-        raise ConfigError([exposed])
     return resolved
