@@ -3,36 +3,29 @@
 Every door that queues one describes what it wants as an `Order` and calls `queue`: `submit`
 (one job, `--chain N`, `--retries N`), a sweep's points (`submit --sweep`, `api.submit_sweep`),
 the cluster side of a remote submit (it runs `submit` there) and `api.submit`. Every check made
-before the queue is here, once, in `checks`: `queue` refuses its errors; `plan` and `doctor`
-report every one of them. When nothing could be queued, `queue` removes only what it made
+before the queue is in one place, `checks.checks`: `queue` refuses its errors; `plan` and
+`doctor` report every one of them. When nothing could be queued, `queue` removes only what it made
 itself (the code snapshot), and every job that was queued keeps its record and its snapshot.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nrl_launch import backends, container_checks, output, paths
-from nrl_launch.container_image import Finding
+from nrl_launch import backends, output, paths
+from nrl_launch.api.checks import findings, refuse, shape_checks
 from nrl_launch.errors import ConfigError, NrlLaunchError, UsageError
 from nrl_launch.jobs import record, retries, sweep
 from nrl_launch.jobs import snapshot as snapshots
-from nrl_launch.jobs.launch import launch, log_base_findings, secret_findings
+from nrl_launch.jobs.launch import launch
 from nrl_launch.nemorl.job import Prepared
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.models import FrozenCode
-from nrl_launch.spec.sandbox import exposed_log_mount
 
-__all__ = ["Order", "Point", "Queued", "checks", "findings", "queue", "refuse", "shape_checks"]
-
-# What `driver.frozen` says when it is given: only `queue` sets it, from a copy it made.
-FROZEN_GIVEN = (
-    "driver.frozen: set by submit when it freezes the driver's code, never given (a job file, "
-    "--set, or a record's spec re-submitted): drop it; --no-snapshot runs the checkout as it is"
-)
+__all__ = ["Order", "Point", "Queued", "chained", "queue"]
 
 
 @dataclass(frozen=True)
@@ -67,68 +60,6 @@ class Queued:
 
     records: list[record.JobRecord]
     code: str
-
-
-def checks(
-    spec: LaunchSpec,
-    problems: Sequence[str] = (),
-    *,
-    cwd: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    on_host: bool = True,
-) -> list[tuple[str, list[Finding]]]:
-    """Every check made before `spec` is queued (from `cwd`, with the secrets of `environ`),
-    by name, each with what it found: errors refuse the job, warnings are said. `problems`:
-    where its NeMo RL config does not fit (errors unless nemo_rl.check is false). Without
-    `on_host` (render: a dry run, in CI too), only what the spec itself shows is checked, not
-    this machine's files nor its secrets."""
-    cwd = Path.cwd() if cwd is None else cwd
-    environ = os.environ if environ is None else environ
-    backend = backends.traits(spec.backend)
-    config_error = spec.nemo_rl.check
-    containers = container_checks.all_findings(
-        spec, backend=backend, on_host=on_host, environ=environ
-    )
-    found = [
-        *shape_checks(spec, cwd),
-        ("nemo_rl", [Finding("nemo_rl", p, error=config_error) for p in problems]),
-        ("container", [Finding(f.key, f.message, f.error and config_error) for f in containers]),
-    ]
-    if backend.shares_files and on_host:  # else the log dir is on the backend's storage
-        found.append(("logs.base_dir", log_base_findings(spec, cwd)))
-    if backend.secrets_from_shell and on_host:
-        found.append(("secrets", secret_findings(spec, environ)))
-    return found
-
-
-def shape_checks(spec: LaunchSpec, cwd: Path) -> list[tuple[str, list[Finding]]]:
-    """The checks of what the spec itself says, whatever the machine: its frozen code (never
-    given) and its sandbox's mounts (never the log dirs). Loading a spec refuses these first,
-    before anything is said about it (`specs.resolve`)."""
-    frozen = [Finding("driver.frozen", FROZEN_GIVEN, error=True)] if spec.driver.frozen else []
-    exposed = exposed_log_mount(spec, cwd)
-    return [
-        ("driver", frozen),
-        ("sandbox.mounts", [Finding("sandbox.mounts", exposed, error=True)] if exposed else []),
-    ]
-
-
-def findings(
-    spec: LaunchSpec, problems: Sequence[str] = (), *, on_host: bool = True
-) -> list[Finding]:
-    """What `checks` found, errors first, each once."""
-    found = [f for _, group in checks(spec, problems, on_host=on_host) for f in group]
-    return list(dict.fromkeys(sorted(found, key=lambda f: not f.error)))
-
-
-def refuse(found: Sequence[Finding], label: str = "") -> list[str]:
-    """The error lines among `found` (prefixed by `label`, a sweep's point), and each warning
-    said once; nothing is said when there are errors (they come first, alone)."""
-    errors = [f"{label}: {f.message}" if label else f.message for f in found if f.error]
-    if not errors:
-        for finding in found:
-            output.warn(finding.message)
-    return errors
 
 
 def queue(order: Order) -> Queued:

@@ -68,7 +68,7 @@ def resolve(
     read as an interactive job (doctor and plan run none). Without `ray`, the job starts no Ray
     (run, pull): no warning about what only Ray reads."""
     from nrl_launch import backends
-    from nrl_launch.api import queueing
+    from nrl_launch.api import checks
     from nrl_launch.backends import rules
     from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
@@ -90,7 +90,7 @@ def resolve(
         if need_driver or not any(p.startswith(_NO_DRIVER) for p in exc.problems):
             raise
         resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
-    shape = [f for _, group in queueing.shape_checks(resolved.spec, Path.cwd()) for f in group]
+    shape = [f for _, group in checks.shape_checks(resolved.spec, Path.cwd()) for f in group]
     if shape:  # refused first: nothing is said about a spec that cannot run
         raise ConfigError([f.message for f in shape])
     containers = backends.containers(resolved.spec.backend)
@@ -257,8 +257,8 @@ class Plan:
 
 def plan_of(spec: Spec) -> Plan:
     """The plan of `spec`: its config was read when it was loaded; beside the config's
-    problems, every other reason submit would refuse it (`queueing.checks`)."""
-    from nrl_launch.api import queueing
+    problems, every other reason submit would refuse it (`checks.checks`)."""
+    from nrl_launch.api import checks
 
     prepared = _prepared(spec)
     layout = prepared.layout
@@ -266,7 +266,7 @@ def plan_of(spec: Spec) -> Plan:
         spec=spec,
         layout=layout,
         problems=prepared.problems,
-        refused=tuple(f.message for f in queueing.findings(spec.launch) if f.error),
+        refused=tuple(f.message for f in checks.findings(spec.launch) if f.error),
         roles=tuple(_node_roles(spec.launch, layout)) if layout else (),
         config=prepared.config,
         overrides=prepared.overrides,
@@ -301,10 +301,10 @@ def request(spec: LaunchSpec, script_path: str | None = None) -> Request:
     """What `render` shows for `spec`, a dry run (in CI too: the checks that need the cluster's
     filesystem wait for submit); `script_path`: where the script will be written."""
     from nrl_launch import backends
-    from nrl_launch.api import queueing
+    from nrl_launch.api import checks
 
     backend = backends.get(spec.backend)
-    errors = queueing.refuse(queueing.findings(spec, on_host=False))  # as submit's, bar files
+    errors = checks.refuse(checks.findings(spec, on_host=False))  # as submit's, bar files
     if errors:
         raise ConfigError(errors)
     if backend.shares_files:

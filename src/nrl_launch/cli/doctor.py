@@ -199,15 +199,15 @@ def _prepared(resolved: Resolved) -> Prepared:
 
 
 def _before_queue(prepared: Prepared) -> list[Check]:
-    """What submit's own checks before the queue (`queueing.checks`, the ones submit refuses a
+    """What submit's own checks before the queue (`api.checks`, the ones submit refuses a
     job for) find, as doctor's checks: an error fails, a warning warns (what they pass, the
     checks doctor runs of its own say)."""
-    from nrl_launch.api import queueing
+    from nrl_launch.api import checks as submit_checks
     from nrl_launch.doctor import Check
 
     return [
         Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
-        for _, group in queueing.checks(prepared.spec, prepared.problems)
+        for _, group in submit_checks.checks(prepared.spec, prepared.problems)
         for f in group
     ]
 
