@@ -1,6 +1,7 @@
 """container.reuse on a node (node/reuse.sh), in a real bash from a rendered script: the key of
 an image changes with any change to it, and a node takes, keeps and drops the containers it
-kept as the job's image says (enroot faked: a data dir in tmp)."""
+kept as the job's image says (enroot faked: a data dir in tmp), and never one another user
+could have planted (a real second user, through setpriv)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nrl_launch.backends import slurm
+from tests.conftest import OTHER_UID, as_other, setfacl
 from tests.helpers import bash_values, spec
 
 IMAGE_MIB = 3
@@ -164,6 +166,58 @@ def test_a_data_dir_others_can_write_is_never_reused(node: Node) -> None:
     node.data.chmod(0o777)
     assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
     assert "enroot's data dir is not this user's alone: no reuse" in node.log
+
+
+def _plant(node: Node, name: str) -> None:
+    """Another user makes a container dir `name` in the node's data dir, as enroot would."""
+    for argv in (
+        ["mkdir", "-p", str(node.data / name / "etc")],
+        ["touch", str(node.data / name / "etc" / "planted")],
+    ):
+        made = as_other(*argv)
+        assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("opened", ["sticky, writable by every user", "an ACL for another user"])
+def test_a_data_dir_others_can_make_entries_in_is_never_reused(
+    reachable: Path, opened: str
+) -> None:
+    """A sticky bit keeps entries their owner's, but another user can still plant a container of
+    theirs there, named as the job's image's, for the job to run as its own."""
+    node = Node(reachable, _image(reachable / "img.sqsh"))
+    if opened.startswith("sticky"):
+        node.data.chmod(0o1777)
+    else:
+        setfacl(node.data, f"u:{OTHER_UID}:rwx")
+    key = _key(node.image)
+    _plant(node, f"nrl-cache-{key}")
+    assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
+    assert "enroot's data dir is not this user's alone: no reuse" in node.log
+
+
+@pytest.mark.parametrize("planted", ["another user's dir", "a link"])
+def test_a_kept_container_that_is_not_the_user_s_own_dir_is_never_taken(
+    reachable: Path, planted: str
+) -> None:
+    """Planted while the data dir was open (it is the user's alone again now): a dir another
+    user made, or a link to one, is not the user's container."""
+    node = Node(reachable, _image(reachable / "img.sqsh"))
+    key = _key(node.image)
+    node.data.chmod(0o1777)
+    if planted == "a link":
+        theirs = reachable / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+        assert as_other("mkdir", str(theirs / "etc")).returncode == 0
+        assert (
+            as_other("ln", "-s", str(theirs), str(node.data / f"nrl-cache-{key}")).returncode == 0
+        )
+    else:
+        _plant(node, f"nrl-cache-{key}")
+    node.data.chmod(0o700)
+    assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
+    refused = f"nrl-cache-{key} is not a directory of this user's (a link, or another user's)"
+    assert f"{refused}: not reused" in node.log
 
 
 def test_a_node_never_takes_one_kept_for_another_image(node: Node) -> None:
