@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from nrl_launch.backends import slurm
-from tests.conftest import OTHER_UID, as_other, setfacl
+from tests.conftest import OTHER_UID, SYSTEM_TOOLS, as_other, setfacl
 from tests.helpers import bash_values, spec
 
 IMAGE_MIB = 3
@@ -292,4 +293,41 @@ def test_the_job_s_container_is_read_only_only_with_reuse() -> None:
     off = bash_values(slurm.plan(spec(container={"image": "/x/img.sqsh"})).script, probe)
     assert "--container-readonly" not in off
     attach = bash_values(_script("/x/img.sqsh"), ARGS.format("attach"))
-    assert "--container-readonly" not in attach
+    assert "--container-readonly" in attach  # an attached shell's writes would be kept too
+    off = bash_values(
+        slurm.plan(spec(container={"image": "/x/img.sqsh"})).script, ARGS.format("attach")
+    )
+    assert "--container-readonly" not in off
+
+
+def test_attach_enters_a_reused_container_read_only(tmp_path: Path) -> None:
+    """The srun line `nrl-launch attach` runs (its attach script runs the job's copy of the
+    script in attach mode): with container.reuse the step is read-only, so nothing an attached
+    shell writes into the container is kept for the user's next job."""
+    log_dir = tmp_path / "42-logs"
+    log_dir.mkdir()
+    job = spec(slurm={"nodes": 2}, container={"image": "/x/img.sqsh", "reuse": True})
+    (log_dir / "job.sbatch").write_text(slurm.plan(job).script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nprintf "%s\\0" "$@"\n')
+    (bin_dir / "srun").chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{SYSTEM_TOOLS}",
+        "NRL_ATTACH_JOB": "42",
+        "NRL_SUBMIT_DIR": "/submit",
+        "NRL_NODE_LIST": "node0 node1",
+        "NRL_CONTAINER_NAME": "nrl-42",
+    }
+    done = subprocess.run(
+        ["bash", str(log_dir / "job.sbatch"), "attach", "1", "--", "touch", "/etc/x"],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = done.stdout.decode().split("\0")[:-1]
+    assert "-w" in argv and argv[argv.index("-w") + 1] == "node1"
+    assert "--container-name=nrl-42" in argv and "--container-readonly" in argv
+    assert not any(a.startswith("--container-image") for a in argv)
+    assert argv[-3:] == ["attach-node", "touch", "/etc/x"]
