@@ -256,6 +256,22 @@ def test_an_acl_that_lets_no_one_else_write_is_no_problem(reachable: Path) -> No
     assert trust.log_base_problem(str(base), Path("/")) is None
 
 
+def test_doctor_warns_of_a_cache_dir_an_acl_lets_another_user_write(
+    cli: Cli, reachable: Path
+) -> None:
+    """The cache checks (doctor, submit's lint) read the same functions: a uv cache 0755 with an
+    ACL for another user, who plants a wheel there, is one the job must not use."""
+    uv = mkdir(reachable / "uv", 0o755)
+    setfacl(uv, f"u:{OTHER_UID}:rwx")
+    assert as_other("touch", str(uv / "planted.whl")).returncode == 0
+    result = cli("doctor", "--backend", "local", "--set", f"caches.uv={uv}")
+    assert result.code == 0, result.out + result.err
+    assert (
+        f"warn  caches.uv: {uv}: {uv} is writable by user uid {OTHER_UID} through its ACL (mode "
+        "0775): another user could put code there that your job runs"
+    ) in result.out
+
+
 # ---- The log dir readers: run_log_dirs, read_log_dir, find_log_dir ----
 
 
