@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from nrl_launch import output, runner
 from nrl_launch.backends.base import Phase
 from nrl_launch.errors import RemoteError, UsageError
-from nrl_launch.remote import ssh
+from nrl_launch.remote import ssh, words
 from nrl_launch.remote.profiles import Remote
+from nrl_launch.remote.words import Word
 
 __all__ = ["hold"]
 
@@ -21,10 +22,10 @@ _STATUS_EVERY_S = 20.0  # how often the job is asked whether it still runs
 _GIVE_UP_S = 300.0  # reopening stops after this long without a tunnel
 
 
-def hold(remote: Remote, args: Sequence[str], job_id: str) -> int:
-    own = list(args[1:])
-    port_flag = _take(own, "--port")
-    own = [a for a in own if a not in ("--open", "--json")]
+def hold(remote: Remote, typed: Sequence[Word], job_id: str) -> int:
+    """Hold the tunnel for `dashboard JOBID --open ...` (`typed`: its words after `dashboard`)."""
+    port_flag = words.value(typed, "--port")
+    own = words.texts(words.without(typed, "--port", "--open", "--json"))
     _, out = ssh.run(remote, ssh.command_line(remote, ["dashboard", *own, "--json"]), capture=True)
     where = json.loads(out)
     target, port = str(where.get("target") or where["head_node"]), int(where["port"])
@@ -84,19 +85,6 @@ def _announce(remote: Remote, where: dict[str, object], local: int) -> None:
             f"{remote.host}."
         )
     output.emit_text(text)
-
-
-def _take(own: list[str], flag: str) -> str | None:
-    """The value of `flag` (taken out of `own`), or None."""
-    for i, arg in enumerate(own):
-        if arg == flag and i + 1 < len(own):
-            value = own[i + 1]
-            del own[i : i + 2]
-            return value
-        if arg.startswith(flag + "="):
-            del own[i]
-            return arg.removeprefix(flag + "=")
-    return None
 
 
 def _local_port(flag: str | None, port: int) -> int:
