@@ -4,12 +4,14 @@ destination `unreachable` fails as ssh does (exit 255, its one error line)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from nrl_launch import __version__
+from tests.helpers import git
 
 _SSH = """#!/bin/bash
 printf '%s\\n' "$*" >> "$FAKE_SSH_LOG"
@@ -26,7 +28,8 @@ exec bash -c "$1"
 """
 
 # The remote's nrl-launch: its version, a list of one job, a submit that keeps what it was
-# given (its args NUL-separated, its cwd), and any other command: its args, NUL-separated.
+# given (its args NUL-separated, its cwd) and answers job 4242 (or $HOME/submit-answer), and any
+# other command: its args, NUL-separated.
 _NRL = f"""#!/bin/bash
 case "$1" in
   --version) echo "nrl-launch {__version__}" ;;
@@ -35,6 +38,7 @@ case "$1" in
       "status": {{"phase": "RUNNING", "detail": "2/2 nodes"}}}}]}}' ;;
   submit)
     pwd > "$HOME/submit-cwd"; printf '%s\\0' "$@" > "$HOME/submit-args"
+    [ -f "$HOME/submit-answer" ] && exec cat "$HOME/submit-answer"
     echo '{{"nrl_launch_json": 1, "command": "submit", "ok": true, "job_id": "4242",
       "log_dir": "/logs/4242-logs", "argv": []}}' ;;
   *) printf '%s\\0' "$@" ;;
@@ -49,6 +53,11 @@ class FakeSsh:
 
     def calls(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def answer_submit(self, answer: dict[str, object]) -> None:
+        """The remote's submit answers `answer` (its --json object, with the envelope)."""
+        body = {"nrl_launch_json": 1, "command": "submit", "ok": True, **answer}
+        (self.home / "submit-answer").write_text(json.dumps(body) + "\n")
 
 
 @pytest.fixture
@@ -71,3 +80,16 @@ def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSsh:
     remotes.parent.mkdir(parents=True)
     remotes.write_text("dev:\n  host: dev-login\n  workdir: ~/code\nother:\n  host: other-login\n")
     return FakeSsh(remote, log)
+
+
+def git_project(tmp_path: Path) -> Path:
+    """A git checkout with a commit: train.py, an ignored file, an empty sub/."""
+    proj = tmp_path / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (proj / "train.py").write_text("print('synced')\n")
+    (proj / ".gitignore").write_text("ignored.txt\n")
+    (proj / "ignored.txt").write_text("x")
+    git(proj, "init", "-q")
+    git(proj, "add", "-A")
+    git(proj, "commit", "-qm", "one")
+    return proj

@@ -12,8 +12,7 @@ import pytest
 
 from nrl_launch.remote import sync
 from tests.conftest import Cli
-from tests.helpers import git
-from tests.remote.conftest import FakeSsh
+from tests.remote.conftest import FakeSsh, git_project
 
 
 def test_rewrite_points_checkout_paths_at_the_copy(tmp_path: Path) -> None:
@@ -26,23 +25,10 @@ def test_rewrite_points_checkout_paths_at_the_copy(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def _project(tmp_path: Path) -> Path:
-    """A git checkout with a commit: train.py, an ignored file, an empty sub/."""
-    proj = tmp_path / "proj"
-    (proj / "sub").mkdir(parents=True)
-    (proj / "train.py").write_text("print('synced')\n")
-    (proj / ".gitignore").write_text("ignored.txt\n")
-    (proj / "ignored.txt").write_text("x")
-    git(proj, "init", "-q")
-    git(proj, "add", "-A")
-    git(proj, "commit", "-qm", "one")
-    return proj
-
-
 def test_plan_runs_against_a_copy_removed_after(
     cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proj = _project(tmp_path)
+    proj = git_project(tmp_path)
     monkeypatch.chdir(proj)
     result = cli("--remote", "dev", "plan", "--config", f"{proj}/train.py")
     assert result.code == 0, result.err
@@ -55,7 +41,7 @@ def test_plan_runs_against_a_copy_removed_after(
 def test_submit_syncs_the_checkout_and_records_the_job(
     cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proj = _project(tmp_path)
+    proj = git_project(tmp_path)
     (proj / "new.py").write_text("untracked, not ignored\n")
     monkeypatch.chdir(proj / "sub")
     result = cli("--remote", "dev", "submit", "--nodes", "1", "--", "python", f"{proj}/train.py")

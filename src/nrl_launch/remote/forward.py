@@ -167,7 +167,8 @@ def _submit(remote: Remote, command: str, typed: Sequence[Word]) -> int:
             output.write(out)
         return code
     data = json.loads(out)
-    ids = data.get("chain") or [data["job_id"]]
+    # Each id names a file here: only a job id's shape is taken (records.checked_id).
+    ids = [records.checked_id(remote, i) for i in data.get("chain") or [data.get("job_id")]]
     for job_id in ids:
         records.save(
             records.RemoteJob(
