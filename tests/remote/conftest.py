@@ -1,16 +1,23 @@
 """A fake `ssh` first on PATH for the remote unit tests: it runs the remote command line with a
 real bash (the "remote shell"), in a home of its own whose bin/ holds a fake remote nrl-launch;
-destination `unreachable` fails as ssh does (exit 255, its one error line)."""
+destination `unreachable` fails as ssh does (exit 255, its one error line). And another user of
+the machine (uid 4001, through setpriv), with a dir both can reach."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from nrl_launch import __version__
+from tests.conftest import need_tool, unavailable
 from tests.helpers import git
 
 _SSH = """#!/bin/bash
@@ -93,3 +100,34 @@ def git_project(tmp_path: Path) -> Path:
     git(proj, "add", "-A")
     git(proj, "commit", "-qm", "one")
     return proj
+
+
+@dataclass(frozen=True)
+class OtherUser:
+    """Another user of this machine: uid (and gid) 4001, in no other group."""
+
+    uid: int = 4001
+
+    def argv(self, *args: str) -> list[str]:
+        ids = [f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        return [need_tool("setpriv"), *ids, *args]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def other_user() -> OtherUser:
+    if os.getuid() != 0:
+        unavailable("running as another uid (setpriv) needs root")
+    return OtherUser()
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A dir of this user's that every user can reach (0755, under /tmp): tmp_path's parents
+    are not (pytest makes them 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="nrl-remote-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

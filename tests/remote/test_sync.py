@@ -48,10 +48,12 @@ def test_submit_syncs_the_checkout_and_records_the_job(
     assert result.code == 0, result.err
     (copy,) = (fake_ssh.home / "code").iterdir()
     assert copy.name.startswith("proj-") and stat.S_IMODE(copy.stat().st_mode) == 0o700
-    assert sorted(p.name for p in copy.iterdir()) == [".gitignore", "new.py", "sub", "train.py"]
+    assert sorted(p.name for p in copy.iterdir()) == [
+        ".git", ".gitignore", "new.py", "sub", "train.py",
+    ]  # fmt: skip
     assert (fake_ssh.home / "submit-cwd").read_text().strip() == f"{copy}/sub"
     args = (fake_ssh.home / "submit-args").read_text().split("\0")[:-1]
-    assert args == ["submit", "--nodes", "1", "--no-snapshot", "--json", "--", "python",
+    assert args == ["submit", "--nodes", "1", "--json", "--", "python",
                     f"{copy}/train.py"]  # fmt: skip
     assert "Submitted job 4242 to dev (dev-login)" in result.out
     assert "(+ uncommitted changes)" in result.out

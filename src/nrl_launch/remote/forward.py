@@ -155,10 +155,8 @@ def _submit(remote: Remote, command: str, typed: Sequence[Word]) -> int:
     end = next((i for i, w in enumerate(kept) if w.kind == "end"), len(kept))
     project = sync.find_project(Path.cwd(), command)
     there = sync.upload(remote, project)
-    # The copy is already frozen: the remote's own snapshot of it would be a second copy.
-    extra = ["--no-snapshot"] if command == "submit" else []
     args = sync.rewrite(
-        [*words.texts(kept[:end]), *extra, "--json", *words.texts(kept[end:])], project.root, there
+        [*words.texts(kept[:end]), "--json", *words.texts(kept[end:])], project.root, there
     )
     line = ssh.command_line(remote, [command, *args], cwd=_in(there, project))
     code, out = ssh.run(remote, line, capture=True)
