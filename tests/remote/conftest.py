@@ -22,16 +22,68 @@ from tests.helpers import git
 
 _SSH = """#!/bin/bash
 printf '%s\\n' "$*" >> "$FAKE_SSH_LOG"
-while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done
+forward=""
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+  [ "$1" = -L ] && forward=$2
+  shift
+done
 shift
 host=$1; shift
 if [ "$host" = unreachable ]; then
   echo "ssh: Could not resolve hostname unreachable: Name or service not known" >&2
   exit 255
 fi
+if [ -n "$forward" ]; then
+  exec python3 "$(dirname "$0")/forward.py" "$forward"
+fi
 export HOME="$FAKE_REMOTE_HOME" PATH="$FAKE_REMOTE_PATH"
 cd "$HOME" || exit 1
 exec bash -c "$1"
+"""
+
+# ssh -L LOCAL:HOST:PORT (LOCAL: ADDR:PORT, or a unix socket's path) as ssh does it with
+# ExitOnForwardFailure: after connecting, it binds LOCAL (failing: its error, exit 255), then
+# pipes each connection to HOST:PORT; its pid is added to the remote home's `tunnels`.
+_FORWARD = """\
+import os, socket, sys, threading, time
+
+local, host, port = sys.argv[1].rsplit(":", 2)
+time.sleep(0.3)  # ssh connects and authenticates before it binds
+if local.startswith("/"):
+    listener, where = socket.socket(socket.AF_UNIX), local
+else:
+    addr, _, local_port = local.rpartition(":")
+    listener, where = socket.socket(), (addr, int(local_port))
+try:
+    listener.bind(where)
+    listener.listen(8)
+except OSError as exc:
+    print(f"bind [{local}]: {exc.strerror}", file=sys.stderr)
+    print("Could not request local forwarding.", file=sys.stderr)
+    sys.exit(255)
+with open(os.path.join(os.environ["FAKE_REMOTE_HOME"], "tunnels"), "a") as pids:
+    pids.write(f"{os.getpid()}\\n")
+
+
+def pump(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def serve(conn):
+    with conn, socket.create_connection((host, int(port))) as up:
+        there = threading.Thread(target=pump, args=(conn, up))
+        there.start()
+        pump(up, conn)
+        there.join()
+
+
+while True:
+    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
 """
 
 # The remote's nrl-launch: its version, a list of one job, a submit that keeps what it was
@@ -74,6 +126,7 @@ def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSsh:
     for directory in (laptop_bin, remote / "bin"):
         directory.mkdir(parents=True)
     (laptop_bin / "ssh").write_text(_SSH)
+    (laptop_bin / "forward.py").write_text(_FORWARD)
     (remote / "bin" / "nrl-launch").write_text(_NRL)
     for script in (laptop_bin / "ssh", remote / "bin" / "nrl-launch"):
         script.chmod(0o755)
