@@ -12,6 +12,8 @@ import pytest
 from nrl_launch.remote import listing, records
 from nrl_launch.remote.profiles import Remote
 from tests.conftest import Cli
+from tests.fakes import install
+from tests.helpers import save
 from tests.remote.conftest import FakeSsh, git_project
 
 
@@ -115,3 +117,22 @@ def test_a_planted_record_with_a_path_for_an_id_is_ignored(fake_ssh: FakeSsh) ->
     planted.write_text(json.dumps(record))
     assert [j.job_id for j in records.jobs_of("dev", os.environ)] == ["4242"]
     assert fake_ssh.calls() == []
+
+
+@pytest.mark.usefixtures("fake_ssh")
+def test_list_shows_this_machines_jobs_as_status_does(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # list across clusters reads this machine's jobs from the API, not from the CLI's status:
+    # each job's status is still what `status --json` says of it.
+    slurm = install(tmp_path, monkeypatch, alone=False)
+    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("sacct", stdout="41|COMPLETED|0:0|\n")
+    slurm.answer("scontrol", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    save(tmp_path, "41")
+    _record("4242", "dev", "dev-login")
+    listed = cli("list", "--json")
+    assert listed.code == 0, listed.err
+    (here,) = [j for j in json.loads(listed.out)["jobs"] if j["remote"] is None]
+    (status,) = json.loads(cli("status", "41", "--json").out)["jobs"]
+    assert here["status"] == {k: v for k, v in status.items() if k != "code"}
