@@ -16,6 +16,7 @@ import typer
 
 from nrl_launch import __version__, output
 from nrl_launch.errors import ExitCode, NrlLaunchError
+from nrl_launch.remote.words import Grammar
 
 __all__ = ["app", "main"]
 
@@ -180,8 +181,6 @@ def _remote(args: list[str], only: str | None) -> int | None:
         # Without --remote, only list and a command naming jobs (status...) may go to a cluster.
         if only is None or not (paths.state_dir(os.environ) / "remote").is_dir():
             return None
-        from nrl_launch.remote.words import Grammar
-
         if only != "list" and not Grammar.of(_command(only)).names_jobs:
             return None
     from nrl_launch.remote import forward

@@ -7,8 +7,8 @@ that cluster's login node, through the user's own ssh, by the nrl-launch install
   output passed through and their exit code kept.
 - logs -f: reconnects after a dropped connection, where the output stopped (follow.py).
 - attach: a terminal through `ssh -t`. dashboard --open: a held tunnel (tunnel.py).
-- list, status with no JOBID: this machine's jobs and every cluster's, one ssh per cluster
-  (listing.py).
+- list, status with no JOBID (and no option but --json): this machine's jobs and every
+  cluster's, one ssh per cluster (listing.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from nrl_launch.remote.words import Word
 
 __all__ = ["route", "take_remote"]
 
-# How a command goes (which options take values, which words are job ids: the CLI says, words.py).
+# What the forwarder does with a command. Which of its words are options, their values or JOBIDs
+# is for the command's own declaration to say (words.py), never a list here.
 _SUBMITS = {"submit", "run"}  # sync the project and keep it: the job runs it
 _CHECKS = {"render", "plan", "doctor"}  # sync it (a checkout's files), then remove it
 _LISTS = {"list", "status"}  # with no JOBID: every cluster's jobs (listing.py)
@@ -39,10 +40,10 @@ def take_remote(args: list[str], environ: Mapping[str, str]) -> tuple[str | None
     """`--remote X` (or --remote=X) out of the words before `--`; else $NRL_LAUNCH_REMOTE."""
     end = args.index("--") if "--" in args else len(args)
     own, rest, value = [], args[end:], None
-    words = iter(args[:end])
-    for arg in words:
+    given = iter(args[:end])
+    for arg in given:
         if arg == "--remote":
-            value = next(words, None)
+            value = next(given, None)
             if value is None:
                 raise UsageError("--remote: expected a remote's name or an ssh destination")
         elif arg.startswith("--remote="):

@@ -24,9 +24,9 @@ _POLL_S = 0.2
 
 
 class Front:
-    """127.0.0.1:`port` (0: any free one; `wanted`: the dashboard's own, tried first when no
-    port is asked for), held until `close`; `socket_path`: where connections go now (None:
-    the tunnel is down, and a connection is closed at once)."""
+    """A port of 127.0.0.1 held until `close`: `asked` (--port), else the dashboard's own
+    (`wanted`) when it is free, else any free one (`port`: which). `socket_path`: where its
+    connections go now (None: the tunnel is down, and a connection is closed at once)."""
 
     def __init__(self, asked: int | None, wanted: int) -> None:
         self._listener = _bind(asked, wanted)
