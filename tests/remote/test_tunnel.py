@@ -141,8 +141,7 @@ def test_the_url_is_held_by_the_tunnel_through_a_drop(
 
     def browse() -> None:
         try:
-            wait_until(lambda: tunnels.exists(), timeout=30)
-            wait_until(lambda: _accepts(port), timeout=30)
+            wait_until(reaches_dashboard, timeout=30)  # (the tunnel is up: the URL printed)
             seen.append(fetch())
             seen.append(taken_by_other_user())
             first = int(tunnels.read_text().split()[0])
