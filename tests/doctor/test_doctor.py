@@ -25,7 +25,7 @@ from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck, source_job
 from tests.fakes import FakeSlurm
-from tests.helpers import TEST_DATA, imported, roots
+from tests.helpers import TEST_DATA, bash_values, imported, roots
 
 DATA = TEST_DATA / "slurm-22.05"
 CONFIG = doctor.parse_config((DATA / "scontrol-show-config.txt").read_text())
@@ -858,7 +858,9 @@ def test_on_nodes_reports_each_node_and_dir(cli: Cli, cluster: FakeCluster, isol
     submit = next(c for c in cluster.calls() if "--parsable" in c)
     assert "--output=/dev/null" in submit and "--job-name=nrl-launch-doctor" in submit
     probe = (cluster.bin / "probe.sbatch").read_text()
-    assert f"out={isolated}/.nrl-doctor-" in probe
+    # Its report: <log dir>/.nrl-doctor-<JOBID>.out (the header's values; probe.sh joins them).
+    where = 'printf "%s\\0" "$NRL_PROBE_REPORT_DIR/$NRL_PROBE_FILE_PREFIX"'
+    assert bash_values(probe, where) == [f"{isolated}/.nrl-doctor-"]
     assert list(isolated.iterdir()) == []  # the report is removed once read
 
 
