@@ -27,43 +27,23 @@ if TYPE_CHECKING:
     from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved, Setting
 
+# What the commands import; the other options are rows of JOB_OPTIONS, taken by name.
 __all__ = [
     "ALL_OPTIONS",
     "JOB_OPTIONS",
     "RAY_ONLY",
     "SUBMIT_ONLY",
     "Account",
-    "BackendName",
-    "Constraint",
     "Container",
-    "ContainerRuntime",
-    "DedicatedHead",
-    "DriverCommand",
     "DryRun",
-    "Envs",
-    "Exclude",
-    "Exclusive",
     "GpusPerNode",
-    "Interactive",
-    "JobFile",
     "JobFlags",
-    "JobName",
     "JobOption",
     "Json",
     "LogDir",
     "Mounts",
-    "NemoConfig",
-    "NoCheck",
-    "Nodes",
     "Partition",
-    "Profile",
-    "Qos",
     "Quiet",
-    "Reservation",
-    "Retries",
-    "Secrets",
-    "Sets",
-    "Time",
     "job_command",
     "job_flags",
     "option_info",
@@ -366,8 +346,7 @@ class JobOption:
 
     @property
     def flag(self) -> str:
-        """The option's long flag (`--nodes`; `--exclusive` of --exclusive/--no-exclusive),
-        which labels the value it sets."""
+        """The long flag, the label of the value it sets (--exclusive of --[no-]exclusive)."""
         info = typing.get_args(self.type)[1]  # typer.Option("--a", "-b"): its default is "--a"
         names = (info.default, *(info.param_decls or ()))
         return next(str(n).split("/")[0] for n in names if str(n).startswith("--"))
@@ -429,30 +408,28 @@ def job_command(
     unknown = (set(takes) - ALL_OPTIONS) | (variants.keys() - set(takes))
     if unknown:
         raise ValueError(f"job_command: not a job option it takes: {sorted(unknown)}")
-    declared = [
+    options = [
         inspect.Parameter(
             o.name, _KEYWORD, annotation=variants.get(o.name, o.type), default=o.default
         )
         for o in taken
     ]
+    middle = [p for p in options if p.name not in _CLOSING]
+    closing = [p for p in options if p.name in _CLOSING]
 
-    def decorate(run: Callable[..., _R]) -> Callable[..., _R]:
-        own = [
-            p.replace(kind=_KEYWORD)
-            for p in inspect.signature(run, eval_str=True).parameters.values()
-        ]
-        at = [p.name for p in own].index("flags")
-        closing = [p for p in declared if p.name in _CLOSING]
-        params = [*own[:at], *(p for p in declared if p not in closing), *own[at + 1 :]]
+    def decorate(function: Callable[..., _R]) -> Callable[..., _R]:
+        own = inspect.signature(function, eval_str=True).parameters.values()
+        own_params = [p.replace(kind=_KEYWORD) for p in own]
+        at = [p.name for p in own_params].index("flags")
+        params = [*own_params[:at], *middle, *own_params[at + 1 :], *closing]
 
-        @functools.wraps(run)  # its name, and its docstring: the command's help
+        @functools.wraps(function)  # its name, and its docstring: the command's help
         def command(**given: Any) -> _R:
             flags = job_flags(**{o.name: given.pop(o.name) for o in taken})
-            return run(**given, flags=flags)
+            return function(**given, flags=flags)
 
-        signature = inspect.Signature([*params, *closing])
-        command.__signature__ = signature  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
         return command
 
     return decorate
@@ -465,33 +442,26 @@ def job_flags(**given: Any) -> JobFlags:
     if unknown:
         raise TypeError(f"job_flags: not a job option: {sorted(unknown)}")
     said = {option.name: option.default for option in JOB_OPTIONS} | given
-    values: dict[str, Any] = {}
-    labels: dict[str, str] = {}
-
-    def put(key: str, value: Any, label: str) -> None:
-        values[key], labels[key] = value, label
-
-    for option in JOB_OPTIONS:
-        value = said[option.name]
-        # Set only when given: a switch (dedicated_head) that is off says nothing.
-        if option.key is not None and value not in (None, [], option.default):
-            put(option.key, value, option.flag)
+    # Each option that sets one key, when given: a switch that is off (dedicated_head) says nothing.
+    items = [
+        (o.key, said[o.name], o.flag)
+        for o in JOB_OPTIONS
+        if o.key is not None and said[o.name] not in (None, [], o.default)
+    ]
     if said["container"] and not said["container_runtime"]:
-        put("container.runtime", "pyxis", "--container")  # an image means a container
-    named = _named_items(said["env"] or [], said["secret"] or [])
-    driver = _driver_items(
+        items.append(("container.runtime", "pyxis", "--container"))  # an image means a container
+    items += _named_items(said["env"] or [], said["secret"] or [])
+    items += _driver_items(
         said["command"] or [],
         said["config"],
         interactive=said["interactive"],
         no_check=said["no_check"],
     )
-    for key, value, label in [*named, *driver]:
-        put(key, value, label)
     return JobFlags(
         profile=said["profile"],
         job=tuple(said["job"] or ()),
-        values=values,
-        labels=labels,
+        values={key: value for key, value, _ in items},  # a later item wins
+        labels={key: label for key, _, label in items},
         sets=said["set_"] or [],
         json=said["json"],
     )
@@ -521,7 +491,7 @@ def _driver_items(
     return found
 
 
-def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, str, str]]:
+def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, Any, str]]:
     """--env NAME=VALUE and --secret NAME as (spec key, value, label); a secret so named is
     required at submit."""
     found = []
