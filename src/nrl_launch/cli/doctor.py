@@ -9,37 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobFlags,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -57,6 +27,7 @@ Examples:
 _LABELS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 
 
+@job_command(ALL_OPTIONS - SUBMIT_ONLY)
 def doctor(
     on_nodes: Annotated[
         bool,
@@ -75,38 +46,12 @@ def doctor(
             metavar="SECONDS",
         ),
     ] = 300,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
-    json: Json = False,
-    command: DriverCommand = None,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
     """Check the job against the cluster: Slurm, partition, account, nodes, GPUs, container,
     mounts, and the log and cache dirs. Exits 6 when a check fails; nothing is queued (except
     the probe job of --on-nodes)."""
-    flags = job_flags_of(locals())
     from nrl_launch import backends
     from nrl_launch import doctor as checks
 
