@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -302,3 +304,72 @@ def git(repo: Path, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+# ---- One way in: specs that every door that queues a job must refuse alike ----
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A spec submit refuses (the one-way-in tests feed each through every door): what it adds
+    to a plain job, what the machine holds first, and the words its refusal starts with."""
+
+    name: str
+    spec: Callable[[Path], dict[str, Any]]
+    refusal: str
+    setup: Callable[[Path], None] = lambda _: None
+
+
+def _precious(tmp: Path) -> dict[str, Any]:
+    # A job file (or a record's spec re-submitted) naming someone's directory as its frozen code.
+    frozen = {"dir": str(tmp / "precious"), "source": str(tmp), "workdir": str(tmp / "precious")}
+    return {"driver": {"frozen": frozen}}
+
+
+def _make_precious(tmp: Path) -> None:
+    (tmp / "precious").mkdir(exist_ok=True)
+    (tmp / "precious" / "keep.txt").write_text("mine\n")
+
+
+def _open_logs(tmp: Path) -> None:
+    (tmp / "jobs").mkdir(exist_ok=True)
+    (tmp / "jobs").chmod(0o777)  # no sticky bit: anyone can make or replace a log dir
+
+
+CATALOGUE = [
+    Bad("frozen code given", _precious, "driver.frozen: set by submit", _make_precious),
+    Bad(
+        "a sandbox that sees the log dirs",
+        lambda tmp: {
+            "sandbox": {
+                "image": "/images/sandbox.sqsh",
+                "command": ["x"],
+                "mounts": [f"{tmp / 'jobs'}:/l"],
+            }
+        },
+        "sandbox.mounts: ",
+    ),
+    Bad(
+        "a container whose workdir no mount brings in",
+        lambda _: {"container": {"runtime": "pyxis", "image": "nvcr.io#nvidia/nemo-rl:v0.5"}},
+        "container.workdir is not set",
+    ),
+    Bad("a log dir others can replace", lambda _: {}, "logs.base_dir ", _open_logs),
+    Bad(
+        "a required secret not set",
+        lambda _: {"secrets": {"MY_TEST_SECRET": "required"}},
+        "secrets.MY_TEST_SECRET: ",
+    ),
+]
+
+
+def bad_job(tmp: Path, bad: Bad) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "container": {"runtime": "none"},
+        "logs": {"base_dir": str(tmp / "jobs")},
+        "driver": {"command": ["python", "train.py"]},
+        "secrets": {"HF_TOKEN": "off", "WANDB_API_KEY": "off"},
+    }
+    for key, value in bad.spec(tmp).items():
+        base[key] = {**base.get(key, {}), **value}
+    return base

@@ -9,9 +9,7 @@ import json
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -21,73 +19,7 @@ from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.helpers import git
-
-
-@dataclass(frozen=True)
-class Bad:
-    """A spec submit refuses: what it adds to a plain job, what the machine holds first, and
-    the words its refusal starts with."""
-
-    name: str
-    spec: Callable[[Path], dict[str, Any]]
-    refusal: str
-    setup: Callable[[Path], None] = lambda _: None
-
-
-def _precious(tmp: Path) -> dict[str, Any]:
-    # A job file (or a record's spec re-submitted) naming someone's directory as its frozen code.
-    frozen = {"dir": str(tmp / "precious"), "source": str(tmp), "workdir": str(tmp / "precious")}
-    return {"driver": {"frozen": frozen}}
-
-
-def _make_precious(tmp: Path) -> None:
-    (tmp / "precious").mkdir(exist_ok=True)
-    (tmp / "precious" / "keep.txt").write_text("mine\n")
-
-
-def _open_logs(tmp: Path) -> None:
-    (tmp / "jobs").mkdir(exist_ok=True)
-    (tmp / "jobs").chmod(0o777)  # no sticky bit: anyone can make or replace a log dir
-
-
-CATALOGUE = [
-    Bad("frozen code given", _precious, "driver.frozen: set by submit", _make_precious),
-    Bad(
-        "a sandbox that sees the log dirs",
-        lambda tmp: {
-            "sandbox": {
-                "image": "/images/sandbox.sqsh",
-                "command": ["x"],
-                "mounts": [f"{tmp / 'jobs'}:/l"],
-            }
-        },
-        "sandbox.mounts: ",
-    ),
-    Bad(
-        "a container whose workdir no mount brings in",
-        lambda _: {"container": {"runtime": "pyxis", "image": "nvcr.io#nvidia/nemo-rl:v0.5"}},
-        "container.workdir is not set",
-    ),
-    Bad("a log dir others can replace", lambda _: {}, "logs.base_dir ", _open_logs),
-    Bad(
-        "a required secret not set",
-        lambda _: {"secrets": {"MY_TEST_SECRET": "required"}},
-        "secrets.MY_TEST_SECRET: ",
-    ),
-]
-
-
-def _job(tmp: Path, bad: Bad) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "container": {"runtime": "none"},
-        "logs": {"base_dir": str(tmp / "jobs")},
-        "driver": {"command": ["python", "train.py"]},
-        "secrets": {"HF_TOKEN": "off", "WANDB_API_KEY": "off"},
-    }
-    for key, value in bad.spec(tmp).items():
-        base[key] = {**base.get(key, {}), **value}
-    return base
+from tests.helpers import CATALOGUE, Bad, bad_job, git
 
 
 def _errors(err: str) -> list[str]:
@@ -104,7 +36,7 @@ def door(slurm: FakeSlurm, tmp_path: Path, cli: Cli) -> Callable[..., list[str]]
 
     def submit(bad: Bad, how: str) -> list[str]:
         bad.setup(tmp_path)
-        data = _job(tmp_path, bad)
+        data = bad_job(tmp_path, bad)
         job_file = tmp_path / "job.yaml"
         job_file.write_text(yaml.safe_dump(data))
         if how == "api":  # a Spec made by hand: no load_spec, no layering
@@ -152,7 +84,7 @@ def test_doctor_and_plan_report_what_submit_refuses(
     del slurm  # doctor's Slurm queries get no answer: their checks fail on their own
     bad.setup(tmp_path)
     job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(_job(tmp_path, bad)))
+    job_file.write_text(yaml.safe_dump(bad_job(tmp_path, bad)))
     refused = [line for line in _errors(cli("submit", "-f", str(job_file)).err) if line]
     doctor = cli("doctor", "-f", str(job_file), "--json")
     said = json.loads(doctor.out)
