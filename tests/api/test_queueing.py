@@ -19,7 +19,7 @@ from nrl_launch.errors import ConfigError
 from nrl_launch.spec import LaunchSpec
 from tests.conftest import Cli
 from tests.fakes import FakeSlurm
-from tests.helpers import CATALOGUE, Bad, bad_job, git
+from tests.helpers import CATALOGUE, Bad, bad_job, git, sbatch_reads
 
 
 def _errors(err: str) -> list[str]:
@@ -130,3 +130,34 @@ def test_a_half_queued_retries_run_keeps_its_record_and_its_code(
     frozen = rec["spec"]["driver"]["frozen"]
     assert Path(frozen["dir"], "train.py").read_text() == "print('hi')\n"
     assert api.job("501").job_id == "501"
+
+
+def test_the_api_queues_a_sweep_as_submit_sweep_does(
+    slurm: FakeSlurm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    counter = tmp_path / "n"
+    slurm.script(
+        "sbatch",
+        f"n=$(( $(cat {counter} 2>/dev/null || echo 100) + 1 )); echo $n >{counter}; echo $n",
+    )
+    spec = api.load_spec(
+        settings={"logs.base_dir": str(tmp_path / "jobs"), "container.runtime": "none",
+                  "secrets": {"HF_TOKEN": "off", "WANDB_API_KEY": "off"}},
+        command=["python", "train.py"],
+    )  # fmt: skip
+    jobs = api.submit_sweep(spec, {"lr": [1, 2], "seed": ["a", "b"]}, experiment="e", max_running=2)
+    assert [(j.job_id, j.job_name, j.overrides) for j in jobs] == [
+        ("101", "e-1", ["lr=1", "seed=a"]),
+        ("102", "e-2", ["lr=1", "seed=b"]),
+        ("103", "e-3", ["lr=2", "seed=a"]),
+        ("104", "e-4", ["lr=2", "seed=b"]),
+    ]
+    assert [j.spec["driver"]["command"][-2:] for j in jobs][-1] == ["lr=2", "seed=b"]
+    assert [j.job_id for j in api.jobs(experiment="e")] == ["101", "102", "103", "104"]
+    read = [sbatch_reads(Path(call.split()[-1]).read_text()) for call in slurm.calls("sbatch")]
+    assert [[a for a in r if a.startswith("--dependency=")] for r in read] == [
+        [], [], ["--dependency=afterany:101"], ["--dependency=afterany:102"],
+    ]  # fmt: skip
+    assert capsys.readouterr() == ("", "")  # nothing printed
+    with pytest.raises(api.UsageError, match=r"axes\['lr'\]: lr: 1 given twice"):
+        api.submit_sweep(spec, {"lr": [1, 1]})
