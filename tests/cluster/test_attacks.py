@@ -392,20 +392,7 @@ def test_a_log_dir_made_first_by_another_user_is_refused(users: Users) -> None:
     queued = subprocess.run(["squeue", "-h", "-u", USER], capture_output=True, text=True).stdout
     assert queued.strip() == ""
     # By hand: the job script (run --dry-run prints it), with sbatch.
-    script = users.own / "job.sbatch"
-    rendered = nrl(USER, "run", "--dry-run", *args, "--", "true", env=env, cwd=users.own)
-    assert rendered.returncode == 0, rendered.stderr
-    script.write_text(rendered.stdout)
-    shutil.chown(script, USER, USER)
-    by_hand = as_user(USER, "sbatch", "--parsable", str(script), cwd=users.own)
-    assert by_hand.returncode == 0, by_hand.stderr
-    job_id = by_hand.stdout.strip()
-
-    def ended() -> bool:
-        queue = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
-        return queue.stdout.strip() == ""
-
-    wait_until(ended, 120)
+    job_id = _by_hand(users, args, env, "job.sbatch")
     planted_dir = users.shared / f"{job_id}-logs"
     assert planted_dir.is_dir()  # nrl-other's, planted for this id
     for name in ("ray-auth-token", "job.sbatch", "spec.json", "timeline"):
@@ -439,20 +426,7 @@ def test_a_log_base_an_acl_opens_to_another_user_is_refused(users: Users) -> Non
     ), refused.stderr
     queued = subprocess.run(["squeue", "-h", "-u", USER], capture_output=True, text=True).stdout
     assert queued.strip() == ""
-    script = users.own / "job-acl.sbatch"
-    rendered = nrl(USER, "run", "--dry-run", *args, "--", "true", env=env, cwd=users.own)
-    assert rendered.returncode == 0, rendered.stderr
-    script.write_text(rendered.stdout)
-    shutil.chown(script, USER, USER)
-    by_hand = as_user(USER, "sbatch", "--parsable", str(script), cwd=users.own)
-    assert by_hand.returncode == 0, by_hand.stderr
-    job_id = by_hand.stdout.strip()
-
-    def ended() -> bool:
-        queue = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
-        return queue.stdout.strip() == ""
-
-    wait_until(ended, 120)
+    job_id = _by_hand(users, args, env, "job-acl.sbatch")
     assert not (base / f"{job_id}-logs").exists()
     output = (base / f"slurm-{job_id}.out").read_text()
     assert f"nrl-launch refused to start the job: {base} is writable by " in output, output
@@ -493,3 +467,23 @@ def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
         if via == "file":
             assert not list((users.own / "state-file" / "scripts").glob("*.secrets"))
     assert held == {"env": True, "file": False}
+
+
+def _by_hand(users: Users, args: list[str], env: dict[str, str], name: str) -> str:
+    """Submit `run --dry-run ARGS -- true`'s script as nrl-user with sbatch itself, as a user
+    who bypasses nrl-launch would; its job id, once it has ended."""
+    script = users.own / name
+    rendered = nrl(USER, "run", "--dry-run", *args, "--", "true", env=env, cwd=users.own)
+    assert rendered.returncode == 0, rendered.stderr
+    script.write_text(rendered.stdout)
+    shutil.chown(script, USER, USER)
+    by_hand = as_user(USER, "sbatch", "--parsable", str(script), cwd=users.own)
+    assert by_hand.returncode == 0, by_hand.stderr
+    job_id = by_hand.stdout.strip()
+
+    def ended() -> bool:
+        queue = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
+        return queue.stdout.strip() == ""
+
+    wait_until(ended, 120)
+    return job_id
