@@ -25,9 +25,9 @@ from nrl_launch.spec.describe import describe_errors
 from nrl_launch.spec.launch import BackendRules, LaunchSpec
 from nrl_launch.spec.sandbox import (
     RAY_SUB_SANDBOX_ENV,
-    exposed_log_mount,
     ray_sub_sandbox_on,
     sandbox_env_vars,
+    sandbox_mount_problems,
 )
 from nrl_launch.spec.setting import DEFAULT, Resolved, Setting
 
@@ -348,7 +348,7 @@ def load(
         ],
         backend_rules=backend_rules,
     )
-    exposed = exposed_log_mount(resolved.spec, cwd)
-    if exposed:
-        raise ConfigError([exposed])
+    problems = sandbox_mount_problems(resolved.spec, cwd, environ)
+    if problems:
+        raise ConfigError(problems)
     return resolved
