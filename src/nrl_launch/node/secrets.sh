@@ -35,7 +35,8 @@ may_run_again() {
   shown=$(slurm_job)
   [[ $shown == *" Requeue=1 "* && $shown =~ \ JobState=([A-Z_]+) ]] || return 1
   case ${BASH_REMATCH[1]} in
-    RUNNING | CANCELLED | TIMEOUT | DEADLINE | COMPLETED | FAILED | OUT_OF_MEMORY | BOOT_FAIL) return 1 ;;
+    RUNNING | CANCELLED | TIMEOUT | DEADLINE | COMPLETED | FAILED | OUT_OF_MEMORY | BOOT_FAIL)
+      return 1 ;;
   esac
 }
 
