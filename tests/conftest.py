@@ -7,8 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,6 +213,7 @@ def tiny_rl() -> Path:
 # ---- Another user of a shared cluster, for the tests of who may write what (trust.py) ----
 
 OTHER_UID = 54321  # another user: no passwd entry, so nrl-launch names it "uid 54321"
+SYSTEM_TOOLS = "/usr/sbin:/usr/bin:/sbin:/bin"  # setpriv, setfacl and what that user runs
 
 
 def other_group() -> tuple[int, str]:
@@ -242,3 +244,41 @@ def make_foreign(path: Path, whose: str, group_mode: int) -> str:
     give(path, gid=gid)
     path.chmod(group_mode)
     return f"{path} is writable by group {name} (mode {group_mode:04o})"
+
+
+def as_other(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Runs `argv` as OTHER_UID (its gid the same number, no other group): a real second user on
+    this machine; skips where this user may not (only root may)."""
+    if os.getuid() != 0:
+        pytest.skip("only root can run a command as another user")
+    ids = [f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups"]
+    return subprocess.run(
+        [shutil.which("setpriv", path=SYSTEM_TOOLS) or "setpriv", *ids, *argv],
+        capture_output=True,
+        text=True,
+        env={"PATH": SYSTEM_TOOLS},  # the fake Slurm's PATH holds nothing else
+        check=False,
+    )
+
+
+def setfacl(path: Path, *entries: str) -> None:
+    """Adds POSIX ACL entries to `path`, as setfacl -m writes them: u:UID:rwx, g:GID:rwx,
+    m::r-x (the mask), d:u:UID:rwx (a directory's default ACL). CI installs the acl package."""
+    tool = shutil.which("setfacl", path=SYSTEM_TOOLS)
+    if tool is None:
+        if os.environ.get("CI"):
+            pytest.fail("setfacl is not installed; .ci/run installs it (the acl package)")
+        pytest.skip("setfacl is not installed (apt-get install acl)")
+    subprocess.run([tool, "-m", ",".join(entries), str(path)], check=True)
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A new directory that another user can reach (0755, in /tmp, root's and sticky), where
+    they act in a test: pytest's tmp_path lies under a 0700 dir."""
+    path = Path(tempfile.mkdtemp(prefix="nrl-test-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -85,13 +85,10 @@ LAYERS: list[tuple[str, ...]] = [
     # job records and their state; the checks; remote clusters' ssh, sync and records
     ("nrl_launch.jobs", "nrl_launch.doctor", "nrl_launch.remote"),
     ("nrl_launch.api",),  # the Python API: what the commands do, as functions (they call it)
-    # the command line, on top of everything; the commands run on a remote cluster (--remote)
-    (
-        "nrl_launch.cli",
-        "nrl_launch.__main__",
-        "nrl_launch.remote.forward",
-        "nrl_launch.remote.listing",
-    ),
+    # the commands run on a remote cluster (--remote): they read this machine's jobs through the
+    # API, and the CLI hands them its commands (to tell options from JOBIDs); never the CLI
+    ("nrl_launch.remote.forward", "nrl_launch.remote.listing"),
+    ("nrl_launch.cli", "nrl_launch.__main__"),  # the command line, on top of everything
 ]
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -175,3 +172,39 @@ def test_no_import_circles() -> None:
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def test_no_package_imports_the_cli() -> None:
+    # The CLI is the top: remote (forward, listing) gets what it needs from below it.
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in sorted(import_graph().items())
+        if not module.startswith(("nrl_launch.cli", "nrl_launch.__main__"))
+        for target in sorted(targets)
+        if target == "nrl_launch.cli" or target.startswith("nrl_launch.cli.")
+    ]
+    assert upward == []
+
+
+def test_no_package_circles() -> None:
+    # Packages (nrl_launch.X and all under it) too: cli -> remote -> cli was one.
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        graph.setdefault(package(module), set()).update(
+            package(t) for t in targets if package(t) != package(module)
+        )
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for target in graph.get(todo.pop(), set()) - seen:
+                seen.add(target)
+                todo.append(target)
+        return seen
+
+    circles = {p: sorted(t for t in graph[p] if p in reach(t)) for p in graph if p in reach(p)}
+    assert circles == {}

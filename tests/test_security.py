@@ -196,15 +196,15 @@ def test_a_bad_or_missing_secret_stops_submit_before_anything_is_queued(
 def test_optional_secrets_missing_are_one_warning(cli: Cli) -> None:
     result = cli("render", "--", "python", "x.py")
     assert "warning" not in result.err  # render is a dry run: secrets are checked at submit
-    from nrl_launch.jobs.launch import check_secrets
+    from nrl_launch.jobs.launch import secret_findings
 
     spec = LaunchSpec.model_validate({"driver": {"command": ["x"]}})
-    check_secrets(spec, {"HF_TOKEN": "x", "WANDB_API_KEY": "y"})  # all set: quiet
-    with pytest.raises(Exception, match="MY_KEY"):
-        check_secrets(
-            LaunchSpec.model_validate({"driver": {"command": ["x"]}, "secrets": ["MY_KEY"]}),
-            {},
-        )
+    assert secret_findings(spec, {"HF_TOKEN": "x", "WANDB_API_KEY": "y"}) == []  # all set: quiet
+    (missing,) = secret_findings(
+        LaunchSpec.model_validate({"driver": {"command": ["x"]}, "secrets": ["MY_KEY"]}),
+        {"HF_TOKEN": "x", "WANDB_API_KEY": "y"},
+    )
+    assert missing.error and "MY_KEY" in missing.message
 
 
 def test_off_drops_a_default_secret() -> None:

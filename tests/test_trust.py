@@ -3,7 +3,8 @@
 
 Real dirs and files with real modes: as root, a path is given to another user (uid 54321, no
 passwd entry) with os.chown, and to a group of other users (nrl-team, gid 2100, where this
-machine has it; else gid 54322, which has no group entry and so is nobody's private group)."""
+machine has it; else gid 54322, which has no group entry and so is nobody's private group).
+POSIX ACLs are real ones (setfacl), and that user acts through them (setpriv)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from nrl_launch import trust
 from nrl_launch.errors import ExitCode, UntrustedLogError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import find_log_dir, phase_of, printable, read_log_dir, run_log_dirs
-from tests.conftest import OTHER_UID, Cli, give, make_foreign, other_group
+from tests.conftest import (
+    OTHER_UID,
+    Cli,
+    as_other,
+    give,
+    make_foreign,
+    other_group,
+    setfacl,
+)
 from tests.fakes import FakeSlurm, install
 
 
@@ -172,6 +181,95 @@ def test_log_base_problem_refuses_a_sticky_shared_base_and_accepts_a_private_one
     mkdir(tmp_path / "private", 0o700)
     assert trust.log_base_problem("private", tmp_path) is None
     assert trust.log_base_problem("private/not-yet", tmp_path) is None
+
+
+# ---- POSIX ACLs: an entry that lets another user write counts, as the mode's bits do ----
+
+
+@pytest.mark.parametrize(
+    ("entry", "who"),
+    [
+        (f"u:{OTHER_UID}:rwx", f"user uid {OTHER_UID}"),
+        (f"g:{OTHER_UID}:rwx", f"group gid {OTHER_UID}"),
+    ],
+    ids=["user", "group"],
+)
+def test_a_log_base_an_acl_lets_another_user_write_is_refused(
+    reachable: Path, entry: str, who: str
+) -> None:
+    """root:root 0775 (root's private group) plus an ACL entry for another user: the other user
+    makes the next job's log dir there (as the review did), so the base is refused."""
+    base = mkdir(reachable / "logs", 0o775)
+    setfacl(base, entry)
+    assert as_other("mkdir", str(base / "1234-logs")).returncode == 0  # the attack works
+    why = f"{base} is writable by {who} through its ACL (mode 0775"
+    assert trust.replaceable(base) == f"{why}, no sticky bit)"
+    assert trust.replaceable(base / "1234-logs") == f"{why}, no sticky bit)"
+    assert trust.shared(base) == f"{why})"
+    assert trust.not_mine(base) == f"{why})"
+    problem = trust.log_base_problem(str(base), Path("/"))
+    assert problem is not None and problem.startswith(f"logs.base_dir {base}: {why}, no sticky")
+
+
+def test_a_file_an_acl_lets_another_user_write_is_not_mine(reachable: Path) -> None:
+    script = write(reachable / "7-attach.sh", "#!/bin/bash\n", 0o700)
+    setfacl(script, f"u:{OTHER_UID}:rw")
+    appended = as_other("sh", "-c", f"echo 'touch /tmp/pwned' >>{script}")
+    assert appended.returncode == 0, appended.stderr
+    assert trust.not_mine(script) == (
+        f"{script} is writable by user uid {OTHER_UID} through its ACL (mode 0760)"
+    )
+
+
+def test_a_default_acl_that_lets_another_user_write_what_is_made_in_a_dir_counts(
+    reachable: Path,
+) -> None:
+    """A dir whose default ACL names another user: what this user makes in it (a cache, the
+    job's own dirs) is theirs to write."""
+    base = mkdir(reachable / "caches", 0o755)
+    setfacl(base, f"d:u:{OTHER_UID}:rwx")
+    (base / "uv").mkdir()  # as the job makes a cache dir
+    assert as_other("touch", str(base / "uv" / "planted")).returncode == 0
+    why = f"{base} is writable by user uid {OTHER_UID} through its default ACL (mode 0755"
+    assert trust.replaceable(base) == f"{why}, no sticky bit)"
+    assert trust.shared(base) == f"{why})"
+
+
+def test_an_acl_entry_counts_whatever_its_mask(reachable: Path) -> None:
+    """Fail closed: a mask that holds an entry back today is one setfacl away from letting it."""
+    base = mkdir(reachable / "masked", 0o755)
+    setfacl(base, f"u:{OTHER_UID}:rwx", "m::r-x")
+    assert trust.shared(base) == (
+        f"{base} is writable by user uid {OTHER_UID} through its ACL (mode 0755)"
+    )
+
+
+def test_an_acl_that_lets_no_one_else_write_is_no_problem(reachable: Path) -> None:
+    """Entries that read only, or name this user or the owner, are not another user's write."""
+    base = mkdir(reachable / "readers", 0o755)
+    setfacl(base, f"u:{OTHER_UID}:r-x", f"g:{OTHER_UID}:r-x", f"u:{os.getuid()}:rwx")
+    setfacl(base, f"d:u:{OTHER_UID}:r-x")
+    assert as_other("mkdir", str(base / "1234-logs")).returncode != 0
+    assert trust.replaceable(base) is None
+    assert trust.shared(base) is None
+    assert trust.not_mine(base) is None
+    assert trust.log_base_problem(str(base), Path("/")) is None
+
+
+def test_doctor_warns_of_a_cache_dir_an_acl_lets_another_user_write(
+    cli: Cli, reachable: Path
+) -> None:
+    """The cache checks (doctor, submit's lint) read the same functions: a uv cache 0755 with an
+    ACL for another user, who plants a wheel there, is one the job must not use."""
+    uv = mkdir(reachable / "uv", 0o755)
+    setfacl(uv, f"u:{OTHER_UID}:rwx")
+    assert as_other("touch", str(uv / "planted.whl")).returncode == 0
+    result = cli("doctor", "--backend", "local", "--set", f"caches.uv={uv}")
+    assert result.code == 0, result.out + result.err
+    assert (
+        f"warn  caches.uv: {uv}: {uv} is writable by user uid {OTHER_UID} through its ACL (mode "
+        "0775): another user could put code there that your job runs"
+    ) in result.out
 
 
 # ---- The log dir readers: run_log_dirs, read_log_dir, find_log_dir ----
@@ -337,6 +435,32 @@ def test_attach_refuses_an_attach_script_that_is_not_the_user_s_own(
         f"there; not using the job's log dir {log_dir}\n"
     )
     assert not marker.exists()  # the planted script did not run
+
+
+@pytest.mark.usefixtures("no_exec")
+def test_attach_refuses_an_attach_script_an_acl_lets_another_user_write(
+    cli: Cli, fake: FakeSlurm, reachable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its mode is 0700 and it is the user's, but an ACL lets another user write it: they add a
+    line, which attach would run as the user."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(reachable / "state"))
+    log_dir = save_job(reachable)
+    script = plant_attach_script(log_dir, "11", reachable / "RAN")
+    for place in (log_dir.parent, log_dir):
+        setfacl(place, f"u:{OTHER_UID}:x")  # the way there: passing through is no write
+    setfacl(script, f"u:{OTHER_UID}:rw")
+    marker = reachable / "PLANTED"
+    planted = as_other("sh", "-c", f"echo 'touch {marker}' >>{script}")
+    assert planted.returncode == 0, planted.stderr
+    fake.answer("squeue", "11|RUNNING|None|2|node[0-1]\n")
+    result = cli("attach", "11", "--", "hostname")
+    assert result.code == 4
+    assert result.err == (
+        f"nrl-launch: error: {script} is writable by user uid {OTHER_UID} through its ACL (mode "
+        "0760): another user could have written what nrl-launch would run there; not using the "
+        f"job's log dir {log_dir}\n"
+    )
+    assert not marker.exists()  # the planted line did not run
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,10 @@ from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import LOCAL_FILESYSTEMS, filesystem_type, is_under, node_local_root
 
 if TYPE_CHECKING:
+    from nrl_launch.backends import Traits
     from nrl_launch.backends.base import Backend
 
-__all__ = ["Finding", "check", "findings", "image_ray_findings", "site_mounts"]
+__all__ = ["Finding", "all_findings", "check", "findings", "image_ray_findings", "site_mounts"]
 
 # What a step's container holds of the host whatever the job says: enroot's own system mounts
 # (its mounts.d/10-system.fstab binds /proc, /sys and /dev, /dev/shm with it).
@@ -152,6 +153,25 @@ def findings(
     return found + sandbox
 
 
+def all_findings(
+    spec: LaunchSpec,
+    *,
+    backend: Backend | Traits,
+    on_host: bool,
+    environ: Mapping[str, str] | None = None,
+    ray: bool = True,
+) -> list[Finding]:
+    """Every container finding of `spec` (submitted from this directory): the image's Ray, and
+    pyxis's rules where pyxis runs (elsewhere the job's image is the whole container). Without
+    `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the spec's, or
+    its traits (the caller has them: this module sits below the backends)."""
+    environ = os.environ if environ is None else environ
+    found = image_ray_findings(spec, on_host=on_host) if ray else []
+    if backend.slurm_cluster or (backend.shares_files and on_host):
+        found += findings(spec, str(Path.cwd()), environ, on_host=on_host)
+    return found
+
+
 def check(
     spec: LaunchSpec,
     *,
@@ -161,19 +181,13 @@ def check(
     keys: Collection[str] | None = None,
     ray: bool = True,
 ) -> None:
-    """Print the container warnings of `spec` (submitted from this directory), or raise
-    ConfigError with its errors, one line each; nemo_rl.check false (--no-check) makes the
-    errors warnings. When the job is refused, only the errors are said: they come first.
-    With `keys`, only the findings of those keys (a profile has no submit dir of its own).
-    Without `ray` (run, pull: no Ray), the image's Ray is not asked about. `backend` is the
-    spec's (the caller has it: this module sits below the backends)."""
+    """Print the container warnings of `spec` (`all_findings`), or raise ConfigError with its
+    errors, one line each; nemo_rl.check false (--no-check) makes the errors warnings. When the
+    job is refused, only the errors are said: they come first. With `keys`, only the findings
+    of those keys (a profile has no submit dir of its own)."""
     from nrl_launch import output
 
-    environ = os.environ if environ is None else environ
-    found = image_ray_findings(spec, on_host=on_host) if ray else []
-    # pyxis's rules, where it runs; elsewhere the job's image is the whole container.
-    if backend.slurm_cluster or (backend.shares_files and on_host):
-        found += findings(spec, str(Path.cwd()), environ, on_host=on_host)
+    found = all_findings(spec, backend=backend, on_host=on_host, environ=environ, ray=ray)
     found = [f for f in found if keys is None or f.key in keys]
     errors = [f.message for f in found if f.error]
     if errors and spec.nemo_rl.check:

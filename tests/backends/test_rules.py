@@ -30,3 +30,16 @@ def test_a_backend_without_a_container_says_so_without_loading_its_module() -> N
         False,
         True,
     ]
+
+
+def test_each_backend_s_traits_are_its_own() -> None:
+    """backends.traits (known without loading a backend) says what each backend's class says."""
+    from nrl_launch import backends
+
+    for name in ("slurm", "local", "lepton"):
+        backend, traits = backends.get(name), backends.traits(name)
+        assert (backend.slurm_cluster, backend.shares_files, backend.secrets_from_shell) == (
+            traits.slurm_cluster,
+            traits.shares_files,
+            traits.secrets_from_shell,
+        ), name

@@ -416,6 +416,48 @@ def test_a_log_dir_made_first_by_another_user_is_refused(users: Users) -> None:
     )
 
 
+def test_a_log_base_an_acl_opens_to_another_user_is_refused(users: Users) -> None:
+    """Issue 34, finding 1: nrl-user's own log base (0755) with a POSIX ACL that lets nrl-other
+    write, as a user might set to share logs with a teammate: nrl-other could make or replace the
+    next job's log dir there. submit refuses it (nothing queued); a job.sbatch submitted there by
+    hand refuses to start, and makes no log dir there."""
+    base = users.base / "acl-logs"
+    base.mkdir(mode=0o755)
+    shutil.chown(base, USER, USER)
+    opened = as_user(USER, "setfacl", "-m", f"u:{OTHER}:rwx", str(base))
+    assert opened.returncode == 0, opened.stderr
+    probe = as_user(OTHER, "mkdir", str(base / "probe"))
+    assert probe.returncode == 0, probe.stderr  # the ACL does let nrl-other in
+    (base / "probe").rmdir()
+    env = {"NRL_LAUNCH_STATE_DIR": str(users.own / "state-acl")}
+    args = ["--container-runtime", "none", "--log-dir", str(base), "--time", "5"]
+    refused = nrl(USER, "run", *args, "--", "true", env=env, cwd=users.own)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(
+        f"nrl-launch: error: logs.base_dir {base}: {base} is writable by user {OTHER} through "
+        "its ACL (mode 0775"
+    ), refused.stderr
+    queued = subprocess.run(["squeue", "-h", "-u", USER], capture_output=True, text=True).stdout
+    assert queued.strip() == ""
+    script = users.own / "job-acl.sbatch"
+    rendered = nrl(USER, "run", "--dry-run", *args, "--", "true", env=env, cwd=users.own)
+    assert rendered.returncode == 0, rendered.stderr
+    script.write_text(rendered.stdout)
+    shutil.chown(script, USER, USER)
+    by_hand = as_user(USER, "sbatch", "--parsable", str(script), cwd=users.own)
+    assert by_hand.returncode == 0, by_hand.stderr
+    job_id = by_hand.stdout.strip()
+
+    def ended() -> bool:
+        queue = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
+        return queue.stdout.strip() == ""
+
+    wait_until(ended, 120)
+    assert not (base / f"{job_id}-logs").exists()
+    output = (base / f"slurm-{job_id}.out").read_text()
+    assert f"nrl-launch refused to start the job: {base} is writable by " in output, output
+
+
 @pytest.mark.slurm_smoke
 def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
     """M1: with slurm.secrets_via file the job gets its secrets from a 0600 file and Slurm's

@@ -1,7 +1,7 @@
 """From a laptop (this test process, outside the login host) over real ssh: one Ray job on the
-dev cluster through its whole cycle with --remote: submit with code sync, status and list (one
-ssh per cluster), attach (a command, and a shell in a terminal), logs -f and dashboard --open
-through a dropped connection, cancel."""
+dev cluster through its whole cycle with --remote: submit with code sync (the copy frozen by the
+cluster's submit), status and list (one ssh per cluster), attach (a command, and a shell in a
+terminal), logs -f and dashboard --open through a dropped connection, cancel."""
 
 from __future__ import annotations
 
@@ -119,6 +119,9 @@ def test_a_job_from_the_laptop(login_host: LoginHost, tmp_path: Path) -> None:
             return str(found["phase"])
 
         wait_until(lambda: phase() == "RUNNING", timeout=180)
+        # The cluster's submit froze the synced copy into the job's log base (driver.snapshot).
+        code = json.loads(cli("status", job_id, "--json").stdout)["jobs"][0]["code"]
+        assert code and "/code-snapshots/" in code["snapshot"], code
 
         calls.write_text("")
         listed = cli("list", "--json")

@@ -18,15 +18,14 @@ from nrl_launch import doctor
 from nrl_launch.backends.slurm import container_mounts
 from nrl_launch.doctor import Check, NodeGroup, Partition
 from nrl_launch.doctor import probe as node_probe
-from nrl_launch.errors import ConfigError
-from nrl_launch.jobs.launch import check_log_base
+from nrl_launch.jobs.launch import log_base_findings
 from nrl_launch.runner import Completed
 from nrl_launch.shell import sourced
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import Resolved, Setting, resolve
 from tests.conftest import Cli, shellcheck, source_job
 from tests.fakes import FakeSlurm
-from tests.helpers import TEST_DATA, imported, roots
+from tests.helpers import TEST_DATA, bash_values, imported, roots
 
 DATA = TEST_DATA / "slurm-22.05"
 CONFIG = doctor.parse_config((DATA / "scontrol-show-config.txt").read_text())
@@ -762,8 +761,10 @@ def cluster(slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
 
 
 def test_doctor_passes_on_a_cluster_that_fits(
-    cli: Cli, cluster: FakeCluster, isolated: Path
+    cli: Cli, cluster: FakeCluster, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("HF_TOKEN", "WANDB_API_KEY"):  # else submit's warning that they are not set
+        monkeypatch.setenv(name, "set")
     result = cli("doctor", "--partition", "batch", "--nodes", "2")
     assert result.code == 0, result.out + result.err
     out = result.out.splitlines()
@@ -857,7 +858,9 @@ def test_on_nodes_reports_each_node_and_dir(cli: Cli, cluster: FakeCluster, isol
     submit = next(c for c in cluster.calls() if "--parsable" in c)
     assert "--output=/dev/null" in submit and "--job-name=nrl-launch-doctor" in submit
     probe = (cluster.bin / "probe.sbatch").read_text()
-    assert f"out={isolated}/.nrl-doctor-" in probe
+    # Its report: <log dir>/.nrl-doctor-<JOBID>.out (the header's values; probe.sh joins them).
+    where = 'printf "%s\\0" "$NRL_PROBE_REPORT_DIR/$NRL_PROBE_FILE_PREFIX"'
+    assert bash_values(probe, where) == [f"{isolated}/.nrl-doctor-"]
     assert list(isolated.iterdir()) == []  # the report is removed once read
 
 
@@ -1018,9 +1021,9 @@ def test_a_log_dir_others_can_write_fails_as_submit_refuses_it(cli: Cli, isolate
     assert f"ok    logs.base_dir: {logs} is writable" in result.out  # the write check stays
     assert result.err == "nrl-launch: error: doctor: 1 check failed: logs.base_dir\n"
     # Submit refuses the same dir with the same line.
-    with pytest.raises(ConfigError) as refused:
-        check_log_base(spec(logs__base_dir="logs"), isolated)
-    assert refused.value.problems == [problem]
+    (refused,) = log_base_findings(spec(logs__base_dir="logs"), isolated)
+    assert refused.error
+    assert refused.message == problem
 
 
 def test_a_log_dir_under_another_user_s_dir_warns(cli: Cli, isolated: Path) -> None:

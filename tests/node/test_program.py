@@ -4,6 +4,7 @@ what a render ends with."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from nrl_launch import node
 from nrl_launch.backends import local, slurm
+from nrl_launch.doctor.probe import probe_request
 from tests.conftest import need_tool
 from tests.helpers import spec
 
@@ -20,6 +22,13 @@ KINDS: list[tuple[node.Kind, bool]] = [
     ("slurm", True),
     ("local", False),
     ("lepton", False),
+]
+# The Slurm scripts that run no Ray: a plain command's (`run`, pull's, pull --force's: with
+# remove_first.sh) and doctor's probe's. Each program ends with its entry point.
+NO_RAY: list[tuple[node.Kind, bool, str]] = [
+    ("plain", False, "esac"),
+    ("plain", True, "esac"),
+    ("probe", False, "probe_main"),
 ]
 
 
@@ -36,6 +45,7 @@ def test_every_node_file_is_plain_bash_in_a_program() -> None:
     every one is part of some kind's program."""
     assert len(NODE_FILES) >= 10
     used = {path for kind, sandbox in KINDS for path in node.files(kind, sandbox=sandbox)}
+    used |= {path for kind, first, _ in NO_RAY for path in node.files(kind, remove_first=first)}
     for path in NODE_FILES:
         text = path.read_text(encoding="utf-8")
         assert "{{" not in text and "{%" not in text and "{#" not in text, path.name
@@ -83,3 +93,37 @@ def test_a_render_ends_with_exactly_the_program_after_the_marker(render: str) ->
     assert program == node.program(kind, sandbox=render == "slurm-sandbox")
     assert header.startswith("#!/usr/bin/env bash\n")
     assert "\ncase ${1:-} in" not in header
+
+
+@pytest.mark.parametrize(
+    ("kind", "remove_first", "last"), NO_RAY, ids=["plain", "plain-remove-first", "probe"]
+)
+def test_each_program_without_ray_is_shellcheck_clean(
+    kind: node.Kind, remove_first: bool, last: str, tmp_path: Path
+) -> None:
+    """As a Ray job's: shellcheck-clean without its header, and ending with its entry point."""
+    text = node.program(kind, remove_first=remove_first)
+    path = tmp_path / f"{kind}.sh"
+    path.write_text(text, encoding="utf-8")
+    assert _shellcheck(path, "SC2034") == ""
+    assert text.rstrip().endswith(last)
+
+
+def _render_no_ray(kind: str) -> str:
+    if kind == "probe":
+        dirs = [("logs.base_dir", Path("/shared/logs"))]
+        return probe_request(spec(), dirs, Path("/shared/probe.sbatch"))[1]
+    return slurm.plan_plain(spec(), remove_first="/x.sqsh" if kind == "pull" else None).script
+
+
+@pytest.mark.parametrize("kind", ["run", "pull", "probe"])
+def test_a_plain_job_or_probe_is_its_header_then_exactly_its_program(kind: str) -> None:
+    """Built as a Ray job is: a header of values (no function, no Jinja left in bash), the
+    marker, then the program, byte for byte."""
+    text = _render_no_ray(kind)
+    assert text.count(node.MARKER) == 1
+    header, program = text.split(node.MARKER)
+    which: node.Kind = "probe" if kind == "probe" else "plain"
+    assert program == node.program(which, remove_first=kind == "pull")
+    # The header defines no function of its own: job_env, the same for every kind, aside.
+    assert re.findall(r"^(\w+)\(\) \{", header, flags=re.MULTILINE) == ["job_env"]

@@ -1,16 +1,19 @@
 """container.reuse on a node (node/reuse.sh), in a real bash from a rendered script: the key of
 an image changes with any change to it, and a node takes, keeps and drops the containers it
-kept as the job's image says (enroot faked: a data dir in tmp)."""
+kept as the job's image says (enroot faked: a data dir in tmp), and never one another user
+could have planted (a real second user, through setpriv)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from nrl_launch.backends import slurm
+from tests.conftest import OTHER_UID, SYSTEM_TOOLS, as_other, setfacl
 from tests.helpers import bash_values, spec
 
 IMAGE_MIB = 3
@@ -166,6 +169,58 @@ def test_a_data_dir_others_can_write_is_never_reused(node: Node) -> None:
     assert "enroot's data dir is not this user's alone: no reuse" in node.log
 
 
+def _plant(node: Node, name: str) -> None:
+    """Another user makes a container dir `name` in the node's data dir, as enroot would."""
+    for argv in (
+        ["mkdir", "-p", str(node.data / name / "etc")],
+        ["touch", str(node.data / name / "etc" / "planted")],
+    ):
+        made = as_other(*argv)
+        assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("opened", ["sticky, writable by every user", "an ACL for another user"])
+def test_a_data_dir_others_can_make_entries_in_is_never_reused(
+    reachable: Path, opened: str
+) -> None:
+    """A sticky bit keeps entries their owner's, but another user can still plant a container of
+    theirs there, named as the job's image's, for the job to run as its own."""
+    node = Node(reachable, _image(reachable / "img.sqsh"))
+    if opened.startswith("sticky"):
+        node.data.chmod(0o1777)
+    else:
+        setfacl(node.data, f"u:{OTHER_UID}:rwx")
+    key = _key(node.image)
+    _plant(node, f"nrl-cache-{key}")
+    assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
+    assert "enroot's data dir is not this user's alone: no reuse" in node.log
+
+
+@pytest.mark.parametrize("planted", ["another user's dir", "a link"])
+def test_a_kept_container_that_is_not_the_user_s_own_dir_is_never_taken(
+    reachable: Path, planted: str
+) -> None:
+    """Planted while the data dir was open (it is the user's alone again now): a dir another
+    user made, or a link to one, is not the user's container."""
+    node = Node(reachable, _image(reachable / "img.sqsh"))
+    key = _key(node.image)
+    node.data.chmod(0o1777)
+    if planted == "a link":
+        theirs = reachable / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+        assert as_other("mkdir", str(theirs / "etc")).returncode == 0
+        assert (
+            as_other("ln", "-s", str(theirs), str(node.data / f"nrl-cache-{key}")).returncode == 0
+        )
+    else:
+        _plant(node, f"nrl-cache-{key}")
+    node.data.chmod(0o700)
+    assert node.run("claim_container_node") == [f"nrl-cache-{key}"]
+    refused = f"nrl-cache-{key} is not a directory of this user's (a link, or another user's)"
+    assert f"{refused}: not reused" in node.log
+
+
 def test_a_node_never_takes_one_kept_for_another_image(node: Node) -> None:
     node.kept("nrl-cache-" + "f" * 32)
     assert node.run("claim_container_node") == ["nrl-cache-" + "f" * 32]
@@ -238,4 +293,41 @@ def test_the_job_s_container_is_read_only_only_with_reuse() -> None:
     off = bash_values(slurm.plan(spec(container={"image": "/x/img.sqsh"})).script, probe)
     assert "--container-readonly" not in off
     attach = bash_values(_script("/x/img.sqsh"), ARGS.format("attach"))
-    assert "--container-readonly" not in attach
+    assert "--container-readonly" in attach  # an attached shell's writes would be kept too
+    off = bash_values(
+        slurm.plan(spec(container={"image": "/x/img.sqsh"})).script, ARGS.format("attach")
+    )
+    assert "--container-readonly" not in off
+
+
+def test_attach_enters_a_reused_container_read_only(tmp_path: Path) -> None:
+    """The srun line `nrl-launch attach` runs (its attach script runs the job's copy of the
+    script in attach mode): with container.reuse the step is read-only, so nothing an attached
+    shell writes into the container is kept for the user's next job."""
+    log_dir = tmp_path / "42-logs"
+    log_dir.mkdir()
+    job = spec(slurm={"nodes": 2}, container={"image": "/x/img.sqsh", "reuse": True})
+    (log_dir / "job.sbatch").write_text(slurm.plan(job).script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nprintf "%s\\0" "$@"\n')
+    (bin_dir / "srun").chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{SYSTEM_TOOLS}",
+        "NRL_ATTACH_JOB": "42",
+        "NRL_SUBMIT_DIR": "/submit",
+        "NRL_NODE_LIST": "node0 node1",
+        "NRL_CONTAINER_NAME": "nrl-42",
+    }
+    done = subprocess.run(
+        ["bash", str(log_dir / "job.sbatch"), "attach", "1", "--", "touch", "/etc/x"],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = done.stdout.decode().split("\0")[:-1]
+    assert "-w" in argv and argv[argv.index("-w") + 1] == "node1"
+    assert "--container-name=nrl-42" in argv and "--container-readonly" in argv
+    assert not any(a.startswith("--container-image") for a in argv)
+    assert argv[-3:] == ["attach-node", "touch", "/etc/x"]

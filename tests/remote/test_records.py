@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+
+import pytest
 
 from nrl_launch.remote import listing, records
 from nrl_launch.remote.profiles import Remote
 from tests.conftest import Cli
-from tests.remote.conftest import FakeSsh
+from tests.fakes import install
+from tests.helpers import save
+from tests.remote.conftest import FakeSsh, git_project
 
 
 def _record(job_id: str, name: str, host: str) -> None:
@@ -60,3 +65,74 @@ def test_merge_puts_newest_first_and_marks_local_jobs() -> None:
         [{"job_id": "1", "submitted_at": 3}], {"dev": [{"job_id": "2", "submitted_at": 4}]}
     )
     assert [(j["job_id"], j["remote"]) for j in merged] == [("2", "dev"), ("1", None)]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"job_id": "../../elsewhere/planted", "log_dir": "/logs/x"},
+        {"job_id": "12", "chain": ["12", "../../elsewhere/planted"]},
+        {"job_id": "{tmp}/planted"},  # an absolute path: the records dir would not count
+        {"job_id": 12},
+    ],
+)
+def test_a_remote_job_id_that_is_no_job_id_is_refused(
+    cli: Cli,
+    fake_ssh: FakeSsh,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: dict[str, object],
+) -> None:
+    # A cluster's nrl-launch (or whatever answers there) names the record file a job id
+    # becomes here: one that is no job id writes nothing, anywhere.
+    if answer["job_id"] == "{tmp}/planted":
+        answer = {"job_id": f"{tmp_path}/planted"}
+    fake_ssh.answer_submit(answer)
+    monkeypatch.chdir(git_project(tmp_path))
+    before = set(tmp_path.rglob("*"))
+    result = cli("--remote", "dev", "submit", "--", "python", "train.py")
+    assert result.code == 7, result.err
+    (line,) = result.err.splitlines()
+    assert line.startswith("nrl-launch: error: remote dev: its nrl-launch gave the job id ")
+    assert "expected a Slurm job id (digits; 12_3 or 12+1), local-<digits>" in line
+    made = {p for p in set(tmp_path.rglob("*")) - before if "remote-home" not in p.parts}
+    assert {p.name for p in made if p.suffix == ".json"} == {"checked.json"}
+
+
+@pytest.mark.parametrize("job_id", ["1234", "1234_7", "1234+1", "local-1764300000000", "grpo-x1"])
+def test_job_ids_of_every_backend_are_recorded(
+    cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job_id: str
+) -> None:
+    fake_ssh.answer_submit({"job_id": job_id, "log_dir": "/logs"})
+    monkeypatch.chdir(git_project(tmp_path))
+    result = cli("--remote", "dev", "submit", "-q", "--", "python", "train.py")
+    assert (result.code, result.out) == (0, f"{job_id}\n"), result.err
+    assert (tmp_path / "state" / "remote" / "dev" / f"{job_id}.json").is_file()
+
+
+def test_a_planted_record_with_a_path_for_an_id_is_ignored(fake_ssh: FakeSsh) -> None:
+    _record("4242", "dev", "dev-login")
+    planted = Path(os.environ["NRL_LAUNCH_STATE_DIR"]) / "remote" / "dev" / "x.json"
+    record = json.loads(planted.with_name("4242.json").read_text()) | {"job_id": "../x"}
+    planted.write_text(json.dumps(record))
+    assert [j.job_id for j in records.jobs_of("dev", os.environ)] == ["4242"]
+    assert fake_ssh.calls() == []
+
+
+@pytest.mark.usefixtures("fake_ssh")
+def test_list_shows_this_machines_jobs_as_status_does(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # list across clusters reads this machine's jobs from the API, not from the CLI's status:
+    # each job's status is still what `status --json` says of it.
+    slurm = install(tmp_path, monkeypatch, alone=False)
+    slurm.answer("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    slurm.answer("sacct", stdout="41|COMPLETED|0:0|\n")
+    slurm.answer("scontrol", stderr="slurm_load_jobs error: Invalid job id specified\n", code=1)
+    save(tmp_path, "41")
+    _record("4242", "dev", "dev-login")
+    listed = cli("list", "--json")
+    assert listed.code == 0, listed.err
+    (here,) = [j for j in json.loads(listed.out)["jobs"] if j["remote"] is None]
+    (status,) = json.loads(cli("status", "41", "--json").out)["jobs"]
+    assert here["status"] == {k: v for k, v in status.items() if k != "code"}

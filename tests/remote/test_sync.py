@@ -12,8 +12,7 @@ import pytest
 
 from nrl_launch.remote import sync
 from tests.conftest import Cli
-from tests.helpers import git
-from tests.remote.conftest import FakeSsh
+from tests.remote.conftest import FakeSsh, git_project
 
 
 def test_rewrite_points_checkout_paths_at_the_copy(tmp_path: Path) -> None:
@@ -26,23 +25,10 @@ def test_rewrite_points_checkout_paths_at_the_copy(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def _project(tmp_path: Path) -> Path:
-    """A git checkout with a commit: train.py, an ignored file, an empty sub/."""
-    proj = tmp_path / "proj"
-    (proj / "sub").mkdir(parents=True)
-    (proj / "train.py").write_text("print('synced')\n")
-    (proj / ".gitignore").write_text("ignored.txt\n")
-    (proj / "ignored.txt").write_text("x")
-    git(proj, "init", "-q")
-    git(proj, "add", "-A")
-    git(proj, "commit", "-qm", "one")
-    return proj
-
-
 def test_plan_runs_against_a_copy_removed_after(
     cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proj = _project(tmp_path)
+    proj = git_project(tmp_path)
     monkeypatch.chdir(proj)
     result = cli("--remote", "dev", "plan", "--config", f"{proj}/train.py")
     assert result.code == 0, result.err
@@ -55,17 +41,19 @@ def test_plan_runs_against_a_copy_removed_after(
 def test_submit_syncs_the_checkout_and_records_the_job(
     cli: Cli, fake_ssh: FakeSsh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proj = _project(tmp_path)
+    proj = git_project(tmp_path)
     (proj / "new.py").write_text("untracked, not ignored\n")
     monkeypatch.chdir(proj / "sub")
     result = cli("--remote", "dev", "submit", "--nodes", "1", "--", "python", f"{proj}/train.py")
     assert result.code == 0, result.err
     (copy,) = (fake_ssh.home / "code").iterdir()
     assert copy.name.startswith("proj-") and stat.S_IMODE(copy.stat().st_mode) == 0o700
-    assert sorted(p.name for p in copy.iterdir()) == [".gitignore", "new.py", "sub", "train.py"]
+    assert sorted(p.name for p in copy.iterdir()) == [
+        ".git", ".gitignore", "new.py", "sub", "train.py",
+    ]  # fmt: skip
     assert (fake_ssh.home / "submit-cwd").read_text().strip() == f"{copy}/sub"
     args = (fake_ssh.home / "submit-args").read_text().split("\0")[:-1]
-    assert args == ["submit", "--nodes", "1", "--no-snapshot", "--json", "--", "python",
+    assert args == ["submit", "--nodes", "1", "--json", "--", "python",
                     f"{copy}/train.py"]  # fmt: skip
     assert "Submitted job 4242 to dev (dev-login)" in result.out
     assert "(+ uncommitted changes)" in result.out

@@ -78,6 +78,7 @@ __all__ = [
     "status",
     "statuses",
     "submit",
+    "submit_sweep",
     "wait",
 ]
 
@@ -205,6 +206,40 @@ def submit(spec: Spec, *, snapshot: bool = True) -> Job:
     from nrl_launch.api import specs
 
     return specs.submit(spec, snapshot=snapshot)
+
+
+@_quiet
+def submit_sweep(
+    spec: Spec,
+    axes: Mapping[str, Sequence[object]],
+    *,
+    experiment: str | None = None,
+    max_running: int | None = None,
+    snapshot: bool = True,
+) -> list[Job]:
+    """Queue a sweep (`nrl-launch submit --sweep`): one job per point of the grid of `axes`
+    (a config key and its values each, the first varying slowest; each point's driver gets
+    KEY=VALUE), every point checked before any is queued, as the jobs of `experiment` (a name
+    made up when None: each job's `experiment` holds it), `max_running` of them at once.
+
+    Raises:
+        ConfigError, UsageError: a point cannot run (each such point named; nothing queued).
+        SchedulerError: the scheduler refused a point (those queued before it are cancelled).
+    """
+    from nrl_launch.api import specs, sweeps
+    from nrl_launch.jobs import sweep
+
+    grid = sweep.grid(
+        [sweep.axis(k, [str(v) for v in vs], f"axes[{k!r}]") for k, vs in axes.items()]
+    )
+    _, queued = sweeps.submit(
+        specs.base_of(spec),
+        grid,
+        experiment=experiment,
+        max_running=max_running,
+        snapshot=snapshot,
+    )
+    return queued.records
 
 
 @_quiet

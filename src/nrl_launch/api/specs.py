@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
-from nrl_launch.errors import ConfigError, UsageError
+from nrl_launch.errors import ConfigError
 
 if TYPE_CHECKING:
+    from nrl_launch.api.queueing import Order
     from nrl_launch.backends import Request
     from nrl_launch.jobs.record import JobRecord
     from nrl_launch.nemorl.job import Prepared
@@ -29,12 +30,11 @@ __all__ = [
     "Inputs",
     "Plan",
     "Spec",
-    "chained",
-    "frozen",
+    "base_of",
     "load",
+    "order_of",
     "plan_of",
     "prepare",
-    "queue",
     "request",
     "resolve",
     "runnable",
@@ -68,6 +68,7 @@ def resolve(
     read as an interactive job (doctor and plan run none). Without `ray`, the job starts no Ray
     (run, pull): no warning about what only Ray reads."""
     from nrl_launch import backends
+    from nrl_launch.api import checks
     from nrl_launch.backends import rules
     from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
@@ -89,6 +90,9 @@ def resolve(
         if need_driver or not any(p.startswith(_NO_DRIVER) for p in exc.problems):
             raise
         resolved = load([*base, layers.Setting("interactive", True, "no driver needed")])
+    shape = [f for _, group in checks.shape_checks(resolved.spec, Path.cwd()) for f in group]
+    if shape:  # refused first: nothing is said about a spec that cannot run
+        raise ConfigError([f.message for f in shape])
     containers = backends.containers(resolved.spec.backend)
     for warning in lint.warnings(resolved, cwd=Path.cwd(), ray=ray, containers=containers):
         output.warn(warning)
@@ -141,6 +145,7 @@ class Spec:
     # What nrl-launch needs beside them: the prepared spec, and why it cannot run (no driver).
     _prepared: Prepared | None = field(default=None, repr=False, compare=False)
     _no_driver: str | None = field(default=None, repr=False, compare=False)
+    _inputs: Inputs | None = field(default=None, repr=False, compare=False)
 
 
 def load(inputs: Inputs) -> Spec:
@@ -154,7 +159,18 @@ def load(inputs: Inputs) -> Spec:
         if no_driver is None:
             raise
         prepared = prepare(inputs, check=False, need_driver=False, notes=False)
-    return spec_of(prepared, no_driver)
+    return replace(spec_of(prepared, no_driver), _inputs=inputs)
+
+
+def base_of(spec: Spec) -> Resolved:
+    """`spec` before its NeMo RL config was applied, to read a sweep's points from: read again
+    from what `load` read it from, or, for a Spec made by hand, its launch spec as it is."""
+    inputs, prepared = spec._inputs, spec._prepared
+    if inputs is not None and prepared is not None and prepared.spec == spec.launch:
+        return resolve(inputs)  # not changed since it was loaded
+    from nrl_launch.spec.setting import Resolved
+
+    return Resolved(spec.launch, {})
 
 
 def spec_of(prepared: Prepared, no_driver: str | None = None) -> Spec:
@@ -187,6 +203,8 @@ class Plan:
         config, overrides: the config checked, as written, and the overrides it was read with.
         injected: the overrides nrl-launch adds to the driver's command (cluster.num_nodes...).
         unchecked: why the config the driver names was not read, if it was not.
+        refused: every other reason submit would refuse the job here, one line each (its
+            checks before the queue: driver, sandbox mounts, container, log dir, secrets).
     """
 
     spec: Spec
@@ -197,6 +215,7 @@ class Plan:
     overrides: tuple[str, ...]
     injected: tuple[str, ...]
     unchecked: str | None
+    refused: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -228,6 +247,7 @@ class Plan:
             "reward_model": asdict(layout.reward_model) if layout.reward_model else None,
             "layout": [asdict(role) for role in self.roles],
             "problems": list(self.problems),
+            **({"refused_at_submit": list(self.refused)} if self.refused else {}),
             "notes": list(self.spec.notes),
             "warnings": list(prepared.warnings),
             "driver": list(spec.driver.command or []),
@@ -236,13 +256,17 @@ class Plan:
 
 
 def plan_of(spec: Spec) -> Plan:
-    """The plan of `spec` (pure: its config was read when it was loaded)."""
+    """The plan of `spec`: its config was read when it was loaded; beside the config's
+    problems, every other reason submit would refuse it (`checks.checks`)."""
+    from nrl_launch.api import checks
+
     prepared = _prepared(spec)
     layout = prepared.layout
     return Plan(
         spec=spec,
         layout=layout,
         problems=prepared.problems,
+        refused=tuple(f.message for f in checks.findings(spec.launch) if f.error),
         roles=tuple(_node_roles(spec.launch, layout)) if layout else (),
         config=prepared.config,
         overrides=prepared.overrides,
@@ -276,10 +300,13 @@ def _node_roles(spec: LaunchSpec, layout: Layout) -> list[NodeRole]:
 def request(spec: LaunchSpec, script_path: str | None = None) -> Request:
     """What `render` shows for `spec`, a dry run (in CI too: the checks that need the cluster's
     filesystem wait for submit); `script_path`: where the script will be written."""
-    from nrl_launch import backends, container_checks
+    from nrl_launch import backends
+    from nrl_launch.api import checks
 
     backend = backends.get(spec.backend)
-    container_checks.check(spec, backend=backend, on_host=False)
+    errors = checks.refuse(checks.findings(spec, on_host=False))  # as submit's, bar files
+    if errors:
+        raise ConfigError(errors)
     if backend.shares_files:
         from nrl_launch import trust
 
@@ -302,82 +329,20 @@ def shown(request: Request) -> str:
     return f"{request.job_spec}\n\n{request.script}" if request.job_spec else request.script
 
 
+def order_of(spec: Spec, *, snapshot: bool = True) -> Order:
+    """The order that queues `spec` once it names a driver (or is interactive): one job, or a
+    --retries run. Its config's problems, like every other check, are `queueing.queue`'s."""
+    from nrl_launch.api import queueing
+
+    if spec._no_driver is not None:
+        raise ConfigError([spec._no_driver])
+    prepared = replace(_prepared(spec), spec=spec.launch, problems=spec.problems)
+    return queueing.Order((queueing.Point(prepared),), snapshot=snapshot)
+
+
 def submit(spec: Spec, *, snapshot: bool = True) -> JobRecord:
-    """Queue `spec` once it may run (`runnable`): one job, or a --retries run; its record."""
-    records, _ = queue(runnable(spec), _prepared(spec), snapshot=snapshot)
-    return records[-1]
+    """Queue `spec` (the one queueing core, `queueing.queue`): one job, or a --retries run;
+    its record."""
+    from nrl_launch.api import queueing
 
-
-def queue(
-    spec: LaunchSpec,
-    prepared: Prepared,
-    *,
-    chain: int | None = None,
-    snapshot: bool = True,
-) -> tuple[list[JobRecord], str]:
-    """Submit `spec` (`prepared`: its NeMo RL reading): one job, a --retries run (one record),
-    or with `chain` (1 or more) that many jobs one after another. Returns their records and
-    the line about the code they run (the snapshot's, or why none was frozen; "" for none)."""
-    from nrl_launch import backends, container_checks
-    from nrl_launch.jobs import retries
-    from nrl_launch.jobs import snapshot as snapshots
-    from nrl_launch.jobs.launch import launch
-
-    retries.check(spec, chain)
-    if chain is not None:  # the command's own mistakes first, then the machine's
-        spec = chained(spec, prepared.checkpointing)
-    # Before anything is written: pyxis would fail these on every node, after the queue.
-    container_checks.check(spec, backend=backends.get(spec.backend), on_host=True)
-    spec, code = frozen(spec, prepared.relative_outputs, snapshot=snapshot)
-    records: list[JobRecord] = []
-    try:
-        if spec.slurm.retries:
-            records.append(retries.launch_run(spec))
-        else:
-            records.extend(launch(spec) for _ in range(chain or 1))
-    except BaseException:
-        if not records:  # no job was queued with the snapshot: it goes
-            snapshots.discard(spec.driver.frozen)
-        raise
-    return records, code
-
-
-def frozen(
-    spec: LaunchSpec, outputs: Sequence[tuple[str, str]], *, snapshot: bool
-) -> tuple[LaunchSpec, str]:
-    """`spec` with its driver's code frozen (a copy every link, retry and requeue runs), where
-    the job's nodes share this machine's files, and the line submit prints about it."""
-    from nrl_launch import backends, trust
-    from nrl_launch.jobs import snapshot as snapshots
-
-    if not snapshot or not spec.driver.snapshot:
-        driver = spec.driver.model_copy(update={"snapshot": False})
-        return spec.model_copy(update={"driver": driver}), ""
-    if not backends.get(spec.backend).shares_files:
-        return spec, ""  # its nodes see none of this machine's files
-    cwd = Path.cwd()
-    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
-    if problem:  # the snapshot goes where the logs go: refused the same
-        raise ConfigError([problem])
-    spec, copied, note = snapshots.freeze(spec, cwd, cwd / spec.logs.base_dir, outputs)
-    return spec, snapshots.code_line(copied.frozen) if copied else note
-
-
-def chained(spec: LaunchSpec, checkpointing: bool | None) -> LaunchSpec:
-    """The spec with Slurm's singleton dependency: one job of this name and user at a time."""
-    from nrl_launch import backends
-
-    backends.get(spec.backend).check_chain(spec)
-    if checkpointing is False:
-        raise UsageError(
-            "--chain: checkpointing.enabled is false in the config, so every job of the chain "
-            "would start over; pass checkpointing.enabled=true"
-        )
-    if spec.interactive:
-        raise UsageError("--chain: an interactive job runs no driver to continue")
-    dependency = spec.slurm.dependency
-    if dependency is None or "singleton" not in dependency.split(","):
-        dependency = f"{dependency},singleton" if dependency else "singleton"
-    return spec.model_copy(
-        update={"slurm": spec.slurm.model_copy(update={"dependency": dependency})}
-    )
+    return queueing.queue(order_of(spec, snapshot=snapshot)).records[-1]

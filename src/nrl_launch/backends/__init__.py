@@ -9,6 +9,7 @@ others talk to the scheduler through `runner`. Nothing else branches on a backen
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nrl_launch.backends.base import (
@@ -31,11 +32,13 @@ __all__ = [
     "Request",
     "SchedulerView",
     "Submitted",
+    "Traits",
     "containers",
     "get",
     "plan",
     "state_phase",
     "time_limited",
+    "traits",
 ]
 
 
@@ -92,3 +95,25 @@ _CONTAINERS = frozenset(["slurm", "lepton"])
 def containers(name: str) -> bool:
     """Whether backend `name` can run a job in a container (known without loading it)."""
     return name in _CONTAINERS
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What the checks before the queue need to know of a backend, known without loading its
+    module (plan and doctor stay light): its `Backend` attributes of the same names."""
+
+    slurm_cluster: bool
+    shares_files: bool
+    secrets_from_shell: bool
+
+
+_TRAITS = {
+    "slurm": Traits(slurm_cluster=True, shares_files=True, secrets_from_shell=True),
+    "local": Traits(slurm_cluster=False, shares_files=True, secrets_from_shell=True),
+    "lepton": Traits(slurm_cluster=False, shares_files=False, secrets_from_shell=False),
+}
+
+
+def traits(name: str) -> Traits:
+    """Backend `name`'s traits (known without loading it)."""
+    return _TRAITS[name]

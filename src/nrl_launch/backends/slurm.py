@@ -212,7 +212,7 @@ def _sbatch_request(
 ) -> Request:
     """The sbatch request of a Ray job (`plan`) or a plain one (`plan_plain`): the same sbatch
     flags, container mounts, secrets and environment from the same spec; `template` (with
-    `values`) renders the script, a Ray job's followed by the node program."""
+    `values`) renders the script's header, which the node program of its kind follows."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
     flags = sbatch_flags(spec, ray=ray)
     argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
@@ -233,6 +233,8 @@ def _sbatch_request(
     )
     if ray:
         script = job_script(script, "slurm", sandbox=spec.sandbox is not None)
+    else:
+        script = job_script(script, "plain", remove_first=bool(values.get("remove_first")))
     return Request(
         argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
     )

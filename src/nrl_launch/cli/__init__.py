@@ -16,6 +16,7 @@ import typer
 
 from nrl_launch import __version__, output
 from nrl_launch.errors import ExitCode, NrlLaunchError
+from nrl_launch.remote.words import Grammar
 
 __all__ = ["app", "main"]
 
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         # run): only that command is built. Anything else (--help, a typo) gets them all.
         only = args[0] if args and args[0] in _COMMANDS else None
         with output.as_command():  # its warnings print, also those of the API it calls
-            routed = _remote(args)
+            routed = _remote(args, only)
             result = (
                 routed
                 if routed is not None
@@ -168,23 +169,34 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.exit(int(code))
 
 
-def _remote(args: list[str]) -> int | None:
+def _remote(args: list[str], only: str | None) -> int | None:
     """With --remote (anywhere before `--`, or NRL_LAUNCH_REMOTE), or for a job submitted from
-    here to a remote cluster, the command runs there (nrl_launch.remote); None: here."""
+    here to a remote cluster, the command runs there (nrl_launch.remote); None: here. What
+    each word of the command is (an option, its value, a JOBID) its own declaration says."""
     end = args.index("--") if "--" in args else len(args)
     asked = any(a == "--remote" or a.startswith("--remote=") for a in args[:end])
     if not asked and not os.environ.get("NRL_LAUNCH_REMOTE"):
         from nrl_launch import paths
 
-        jobs = {"status", "logs", "attach", "cancel", "stop", "dashboard", "list"}
-        if not (args[:1] and args[0] in jobs and (paths.state_dir(os.environ) / "remote").is_dir()):
+        # Without --remote, only list and a command naming jobs (status...) may go to a cluster.
+        if only is None or not (paths.state_dir(os.environ) / "remote").is_dir():
+            return None
+        if only != "list" and not Grammar.of(_command(only)).names_jobs:
             return None
     from nrl_launch.remote import forward
 
     value, args = forward.take_remote(args, os.environ)
     if value is not None and args[:1] in ([], ["--help"], ["-h"], ["--version"]):
         return None  # nrl-launch's own help and version
-    return forward.route(value, args)
+    return forward.route(value, args, _command)
+
+
+def _command(name: str) -> Any:
+    """The (click) command `name` as this CLI declares it (None: it has none of that name):
+    its options, which take values, and its arguments."""
+    if name not in _COMMANDS:
+        return None
+    return typer.main.get_command(_app(name)).commands.get(name)  # type: ignore[attr-defined]
 
 
 def _failed(message: str, code: ExitCode, json_as: str | None, debug: bool) -> int:

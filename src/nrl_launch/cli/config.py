@@ -7,36 +7,7 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 
 EXAMPLES = """\
 Examples:
@@ -57,40 +28,15 @@ def _group(ctx: typer.Context) -> None:
 
 
 @app.command("show", epilog=f"\b\n{EXAMPLES}")
+@job_command(ALL_OPTIONS - SUBMIT_ONLY)
 def show(
     sources: Annotated[
         bool, typer.Option("--sources", help="Show where each value came from.")
     ] = False,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
-    json: Json = False,
-    command: DriverCommand = None,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
     """Print the job spec after layering defaults, profile, job file, env, flags and --set."""
-    flags = job_flags_of(locals())
     import yaml
 
     from nrl_launch.spec.layers import flatten

@@ -9,41 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobFlags,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
 
 if TYPE_CHECKING:
     from nrl_launch.doctor import Check
+    from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved
 
 EXAMPLES = """\
@@ -56,6 +27,7 @@ Examples:
 _LABELS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 
 
+@job_command(ALL_OPTIONS - SUBMIT_ONLY)
 def doctor(
     on_nodes: Annotated[
         bool,
@@ -74,43 +46,18 @@ def doctor(
             metavar="SECONDS",
         ),
     ] = 300,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
-    json: Json = False,
-    command: DriverCommand = None,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
     """Check the job against the cluster: Slurm, partition, account, nodes, GPUs, container,
     mounts, and the log and cache dirs. Exits 6 when a check fails; nothing is queued (except
     the probe job of --on-nodes)."""
-    flags = job_flags_of(locals())
     from nrl_launch import backends
     from nrl_launch import doctor as checks
 
     resolved = _resolve(flags)
-    spec = resolved.spec
+    prepared = _prepared(resolved)
+    spec = prepared.spec
     if on_nodes and not backends.get(spec.backend).slurm_cluster:
         raise UsageError(f"--on-nodes runs a Slurm job: it needs backend slurm, not {spec.backend}")
     used = checks.settings(resolved, on_nodes=on_nodes)
@@ -124,7 +71,7 @@ def doctor(
             output.emit_text(f"{_LABELS[check.status]:<4}  {check.name}: {check.detail}")
 
     cwd = Path.cwd()
-    for check in checks.local_checks(spec, cwd, resolved.sources):
+    for check in checks.local_checks(spec, cwd, resolved.sources, _before_queue(prepared)):
         show(check)
     if on_nodes and any(c.failed for c in found):
         show(checks.Check("on nodes", "warn", "not run: fix the failed checks above first"))
@@ -183,6 +130,31 @@ def _resolve(flags: JobFlags) -> Resolved:
         if not any(p.startswith("driver.command is not set") for p in exc.problems):
             raise
     return flags.resolve(base=[layers.Setting("interactive", True, "doctor")])
+
+
+def _prepared(resolved: Resolved) -> Prepared:
+    """The spec as submit would queue it: sized by its NeMo RL config, whose problems are
+    kept (not raised: doctor reports them as checks)."""
+    from nrl_launch import backends
+    from nrl_launch.backends import rules
+    from nrl_launch.nemorl.job import prepare
+
+    time_limited = backends.time_limited(resolved.spec.backend)
+    return prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=False)
+
+
+def _before_queue(prepared: Prepared) -> list[Check]:
+    """What submit's own checks before the queue (`api.checks`, the ones submit refuses a
+    job for) find, as doctor's checks: an error fails, a warning warns (what they pass, the
+    checks doctor runs of its own say)."""
+    from nrl_launch.api import checks as submit_checks
+    from nrl_launch.doctor import Check
+
+    return [
+        Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
+        for _, group in submit_checks.checks(prepared.spec, prepared.problems)
+        for f in group
+    ]
 
 
 def _shown(value: Any) -> str:

@@ -1,18 +1,22 @@
 """The job options shared by every command that builds a job spec (render, submit, config show,
-plan, doctor, run, pull).
+plan, doctor, run, pull), declared once.
 
-Each is declared once here as an `Annotated` type; a command names those it takes in its own
-signature, and `job_flags` turns what they said into a `JobFlags`. A command to which an
+Each is an `Annotated` type (the typer Option or Argument), and one row of JOB_OPTIONS names its
+parameter, default and the spec key it sets. A command says which it takes with
+`@job_command(...)`, which writes them into the signature typer reads (its flags, --help and
+completion) and hands the command what they said as one `JobFlags`. A command to which an
 option means nothing (pull has no nodes to choose) simply does not take it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Mapping, Sequence
+import typing
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -23,40 +27,26 @@ if TYPE_CHECKING:
     from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved, Setting
 
+# What the commands import; the other options are rows of JOB_OPTIONS, taken by name.
 __all__ = [
+    "ALL_OPTIONS",
+    "JOB_OPTIONS",
+    "RAY_ONLY",
+    "SUBMIT_ONLY",
     "Account",
-    "BackendName",
-    "Constraint",
     "Container",
-    "ContainerRuntime",
-    "DedicatedHead",
-    "DriverCommand",
     "DryRun",
-    "Envs",
-    "Exclude",
-    "Exclusive",
     "GpusPerNode",
-    "Interactive",
-    "JobFile",
     "JobFlags",
-    "JobName",
+    "JobOption",
     "Json",
     "LogDir",
     "Mounts",
-    "NemoConfig",
-    "NoCheck",
-    "Nodes",
     "Partition",
-    "Profile",
-    "Qos",
     "Quiet",
-    "Reservation",
-    "Retries",
-    "Secrets",
-    "Sets",
-    "Time",
+    "job_command",
     "job_flags",
-    "job_flags_of",
+    "option_info",
 ]
 
 _JOB = "Job spec"
@@ -117,17 +107,19 @@ class JobFlags:
         return specs.resolve(self.inputs(), base, need_driver=need_driver, ray=ray)
 
 
-def _option(*names: str, help: str, panel: str, metavar: str | None = None) -> Any:
+def option_info(
+    *names: str, help: str, panel: str | None = None, metavar: str | None = None
+) -> Any:
+    """An option as the job's and the sweep's are shown: its help, in its panel, no default."""
     return typer.Option(
         *names, help=help, rich_help_panel=panel, show_default=False, metavar=metavar
     )
 
 
-# The job options, one type each: a command takes those that mean something to it by naming
-# them in its signature (`nodes: Nodes = None`) and hands them to `job_flags`.
+# The job options, one type each (and one row each in JOB_OPTIONS, below).
 Profile = Annotated[
     Path | None,
-    _option(
+    option_info(
         "--profile",
         help="Profile YAML (default: $NRL_LAUNCH_PROFILE, ./nrl-launch.yaml, then "
         "~/.config/nrl-launch/profile.yaml).",
@@ -137,7 +129,7 @@ Profile = Annotated[
 ]
 JobFile = Annotated[
     list[Path] | None,
-    _option(
+    option_info(
         "-f",
         "--job",
         help="Job spec YAML, layered over the profile; given again, the later file's values win.",
@@ -146,10 +138,12 @@ JobFile = Annotated[
     ),
 ]
 SET_HELP = "Set any spec key, last and highest: --set slurm.nodes=4 (repeatable)."
-Sets = Annotated[list[str] | None, _option("--set", help=SET_HELP, panel=_JOB, metavar="KEY=VALUE")]
+Sets = Annotated[
+    list[str] | None, option_info("--set", help=SET_HELP, panel=_JOB, metavar="KEY=VALUE")
+]
 BackendName = Annotated[
     str | None,
-    _option(
+    option_info(
         "--backend",
         help="slurm (default); local: the same job on this machine, one node; lepton: DGX "
         "Cloud Lepton (a lepton: section in the job spec).",
@@ -159,11 +153,11 @@ BackendName = Annotated[
 ]
 Nodes = Annotated[
     int | None,
-    _option("-N", "--nodes", help="Nodes to allocate (default: 1).", panel=_SLURM, metavar="N"),
+    option_info("-N", "--nodes", help="Nodes to allocate (default: 1).", panel=_SLURM, metavar="N"),
 ]
 Exclusive = Annotated[
     bool | None,
-    _option(
+    option_info(
         "--exclusive/--no-exclusive",
         help="Whole nodes, or share them (default: whole nodes for a Ray job, whose Ray takes "
         "every CPU and GPU of a node, and for a command with GPUs).",
@@ -172,7 +166,7 @@ Exclusive = Annotated[
 ]
 DedicatedHead = Annotated[
     bool,
-    _option(
+    option_info(
         "--dedicated-head",
         help="Run the Ray head and the driver on a node of their own, one more than --nodes "
         "(the GPU nodes); its GPUs stay idle.",
@@ -181,7 +175,7 @@ DedicatedHead = Annotated[
 ]
 GpusPerNode = Annotated[
     int | None,
-    _option(
+    option_info(
         "--gpus-per-node",
         help="GPUs per node, asked for as --gres=gpu:N (default: 8).",
         panel=_SLURM,
@@ -190,7 +184,7 @@ GpusPerNode = Annotated[
 ]
 Time = Annotated[
     str | None,
-    _option(
+    option_info(
         "-t",
         "--time",
         help="Time limit, as sbatch reads it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
@@ -200,21 +194,22 @@ Time = Annotated[
     ),
 ]
 Account = Annotated[
-    str | None, _option("-A", "--account", help="Slurm account.", panel=_SLURM, metavar="NAME")
+    str | None, option_info("-A", "--account", help="Slurm account.", panel=_SLURM, metavar="NAME")
 ]
 Partition = Annotated[
     str | None,
-    _option("-p", "--partition", help="Slurm partition.", panel=_SLURM, metavar="NAME"),
+    option_info("-p", "--partition", help="Slurm partition.", panel=_SLURM, metavar="NAME"),
 ]
 JobName = Annotated[
-    str | None, _option("-J", "--job-name", help="Slurm job name.", panel=_SLURM, metavar="NAME")
+    str | None,
+    option_info("-J", "--job-name", help="Slurm job name.", panel=_SLURM, metavar="NAME"),
 ]
 Qos = Annotated[
-    str | None, _option("--qos", help="Slurm quality of service.", panel=_SLURM, metavar="NAME")
+    str | None, option_info("--qos", help="Slurm quality of service.", panel=_SLURM, metavar="NAME")
 ]
 Constraint = Annotated[
     str | None,
-    _option(
+    option_info(
         "--constraint",
         help="Node features the nodes must have, as sbatch reads them (h100&ib).",
         panel=_SLURM,
@@ -223,11 +218,11 @@ Constraint = Annotated[
 ]
 Reservation = Annotated[
     str | None,
-    _option("--reservation", help="Slurm reservation.", panel=_SLURM, metavar="NAME"),
+    option_info("--reservation", help="Slurm reservation.", panel=_SLURM, metavar="NAME"),
 ]
 Exclude = Annotated[
     str | None,
-    _option(
+    option_info(
         "--exclude",
         help="Nodes not to run on (a Slurm hostlist: node[1-3]).",
         panel=_SLURM,
@@ -236,7 +231,7 @@ Exclude = Annotated[
 ]
 Retries = Annotated[
     int | None,
-    _option(
+    option_info(
         "--retries",
         help="Spare tries Slurm starts when a try fails for a cause another try can fix (a "
         "node or its Ray lost, a stall, preemption); each resumes from the newest checkpoint "
@@ -247,7 +242,7 @@ Retries = Annotated[
 ]
 Container = Annotated[
     str | None,
-    _option(
+    option_info(
         "--container",
         help="Container image: a registry reference or a .sqsh path (implies pyxis).",
         panel=_RUN,
@@ -256,7 +251,7 @@ Container = Annotated[
 ]
 ContainerRuntime = Annotated[
     str | None,
-    _option(
+    option_info(
         "--container-runtime",
         help="pyxis (the default with --container) or none.",
         panel=_RUN,
@@ -265,7 +260,7 @@ ContainerRuntime = Annotated[
 ]
 Mounts = Annotated[
     list[str] | None,
-    _option(
+    option_info(
         "--mount",
         help="Bind mount into the container (repeatable; replaces container.mounts).",
         panel=_RUN,
@@ -274,7 +269,7 @@ Mounts = Annotated[
 ]
 Envs = Annotated[
     list[str] | None,
-    _option(
+    option_info(
         "--env",
         help="Environment variable for every node (repeatable).",
         panel=_RUN,
@@ -283,7 +278,7 @@ Envs = Annotated[
 ]
 Secrets = Annotated[
     list[str] | None,
-    _option(
+    option_info(
         "--secret",
         help="Pass this variable from your environment by name, never by value (repeatable).",
         panel=_RUN,
@@ -292,7 +287,7 @@ Secrets = Annotated[
 ]
 LogDir = Annotated[
     str | None,
-    _option(
+    option_info(
         "--log-dir",
         help="Base dir of <JOBID>-logs/ (relative: to the submit dir).",
         panel=_RUN,
@@ -301,11 +296,11 @@ LogDir = Annotated[
 ]
 Interactive = Annotated[
     bool,
-    _option("--interactive", help="No driver: keep the cluster up for attach.", panel=_RUN),
+    option_info("--interactive", help="No driver: keep the cluster up for attach.", panel=_RUN),
 ]
 NemoConfig = Annotated[
     str | None,
-    _option(
+    option_info(
         "--config",
         help="NeMo RL config: sizes and checks the job; with a RECIPE, builds the driver command.",
         panel=_NEMO,
@@ -314,7 +309,7 @@ NemoConfig = Annotated[
 ]
 NoCheck = Annotated[
     bool,
-    _option(
+    option_info(
         "--no-check",
         help="Do not refuse a job whose NeMo RL config does not fit it, or whose container "
         "checks fail (problems become warnings).",
@@ -322,7 +317,8 @@ NoCheck = Annotated[
     ),
 ]
 Json = Annotated[
-    bool, _option("--json", help="Print a versioned JSON object instead of text.", panel="Output")
+    bool,
+    option_info("--json", help="Print a versioned JSON object instead of text.", panel="Output"),
 ]
 DriverCommand = Annotated[
     list[str] | None,
@@ -334,136 +330,168 @@ DriverCommand = Annotated[
     ),
 ]
 
-# The options that set one spec key each, with the flag that labels the value.
-_KEYED = {
-    "backend": ("backend", "--backend"),
-    "nodes": ("slurm.nodes", "--nodes"),
-    "dedicated_head": ("ray.dedicated_head", "--dedicated-head"),
-    "gpus_per_node": ("slurm.gpus_per_node", "--gpus-per-node"),
-    "exclusive": ("slurm.exclusive", "--exclusive"),
-    "time": ("slurm.time", "--time"),
-    "account": ("slurm.account", "--account"),
-    "partition": ("slurm.partition", "--partition"),
-    "job_name": ("slurm.job_name", "--job-name"),
-    "qos": ("slurm.qos", "--qos"),
-    "constraint": ("slurm.constraint", "--constraint"),
-    "reservation": ("slurm.reservation", "--reservation"),
-    "exclude": ("slurm.exclude", "--exclude"),
-    "retries": ("slurm.retries", "--retries"),
-    "container": ("container.image", "--container"),
-    "container_runtime": ("container.runtime", "--container-runtime"),
-    "mount": ("container.mounts", "--mount"),
-    "log_dir": ("logs.base_dir", "--log-dir"),
-    "config": ("nemo_rl.config", "--config"),
-}
+# ---- The table: which parameter each option is, its default, the spec key it sets ----
 
 
-def job_flags(
-    *,
-    profile: Path | None = None,
-    job: list[Path] | None = None,
-    set_: list[str] | None = None,
-    backend: str | None = None,
-    nodes: int | None = None,
-    dedicated_head: bool = False,
-    gpus_per_node: int | None = None,
-    exclusive: bool | None = None,
-    time: str | None = None,
-    account: str | None = None,
-    partition: str | None = None,
-    job_name: str | None = None,
-    qos: str | None = None,
-    constraint: str | None = None,
-    reservation: str | None = None,
-    exclude: str | None = None,
-    retries: int | None = None,
-    container: str | None = None,
-    container_runtime: str | None = None,
-    mount: list[str] | None = None,
-    env: list[str] | None = None,
-    secret: list[str] | None = None,
-    log_dir: str | None = None,
-    interactive: bool = False,
-    config: str | None = None,
-    no_check: bool = False,
-    json: bool = False,
-    command: list[str] | None = None,
-) -> JobFlags:
-    """What a command's job options said, as one `JobFlags` (each value labelled with its
-    flag). A command passes the options it takes; the others keep these defaults."""
-    keyed = {
-        "backend": backend,
-        "nodes": nodes,
-        "dedicated_head": dedicated_head or None,  # a switch: set only when given
-        "gpus_per_node": gpus_per_node,
-        "exclusive": exclusive,
-        "time": time,
-        "account": account,
-        "partition": partition,
-        "job_name": job_name,
-        "qos": qos,
-        "constraint": constraint,
-        "reservation": reservation,
-        "exclude": exclude,
-        "retries": retries,
-        "container": container,
-        "container_runtime": container_runtime,
-        "mount": mount,
-        "log_dir": log_dir,
-        "config": config,
-    }
-    values: dict[str, Any] = {}
-    labels: dict[str, str] = {}
+@dataclass(frozen=True)
+class JobOption:
+    """One job option as commands take it: the parameter's name, its type (the `Annotated`
+    type above, which holds the typer Option or Argument), its default, and the spec key it
+    sets, labelled with its flag (None: `job_flags` reads the value itself)."""
 
-    def put(key: str, value: Any, label: str) -> None:
-        values[key], labels[key] = value, label
+    name: str
+    type: Any
+    default: Any = None
+    key: str | None = None
 
-    for param, value in keyed.items():
-        if value not in (None, []):
-            key, label = _KEYED[param]
-            put(key, value, label)
-    if container and not container_runtime:
-        put("container.runtime", "pyxis", "--container")  # an image means a container
-    for key, value, label in _named_items(env or [], secret or []):
-        put(key, value, label)
-    words = command or []
+    @property
+    def flag(self) -> str:
+        """The long flag, the label of the value it sets (--exclusive of --[no-]exclusive)."""
+        info = typing.get_args(self.type)[1]  # typer.Option("--a", "-b"): its default is "--a"
+        names = (info.default, *(info.param_decls or ()))
+        return next(str(n).split("/")[0] for n in names if str(n).startswith("--"))
+
+
+# Every job option, in the order a command's --help lists them. `json` and `command` close the
+# list, after the command's own options (see `job_command`).
+JOB_OPTIONS: tuple[JobOption, ...] = (
+    JobOption("profile", Profile),
+    JobOption("job", JobFile),
+    JobOption("set_", Sets),
+    JobOption("backend", BackendName, key="backend"),
+    JobOption("nodes", Nodes, key="slurm.nodes"),
+    JobOption("dedicated_head", DedicatedHead, False, key="ray.dedicated_head"),
+    JobOption("gpus_per_node", GpusPerNode, key="slurm.gpus_per_node"),
+    JobOption("exclusive", Exclusive, key="slurm.exclusive"),
+    JobOption("time", Time, key="slurm.time"),
+    JobOption("account", Account, key="slurm.account"),
+    JobOption("partition", Partition, key="slurm.partition"),
+    JobOption("job_name", JobName, key="slurm.job_name"),
+    JobOption("qos", Qos, key="slurm.qos"),
+    JobOption("constraint", Constraint, key="slurm.constraint"),
+    JobOption("reservation", Reservation, key="slurm.reservation"),
+    JobOption("exclude", Exclude, key="slurm.exclude"),
+    JobOption("retries", Retries, key="slurm.retries"),
+    JobOption("container", Container, key="container.image"),
+    JobOption("container_runtime", ContainerRuntime, key="container.runtime"),
+    JobOption("mount", Mounts, key="container.mounts"),
+    JobOption("env", Envs),
+    JobOption("secret", Secrets),
+    JobOption("log_dir", LogDir, key="logs.base_dir"),
+    JobOption("interactive", Interactive, False),
+    JobOption("config", NemoConfig, key="nemo_rl.config"),
+    JobOption("no_check", NoCheck, False),
+    JobOption("json", Json, False),
+    JobOption("command", DriverCommand),
+)
+_CLOSING = ("json", "command")
+
+# Which commands take which: every option, less these groups.
+ALL_OPTIONS = frozenset(option.name for option in JOB_OPTIONS)
+SUBMIT_ONLY = frozenset({"retries"})  # spare tries are queued: only submit takes it
+# What only a Ray job reads: run and pull start no Ray (run refuses --interactive by name).
+RAY_ONLY = frozenset({"backend", "dedicated_head", "interactive", "config"})
+
+_R = TypeVar("_R")
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY  # typer calls a command with keywords only
+
+
+def job_command(
+    takes: Collection[str], **variants: Any
+) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """A command that takes the job options named in `takes`: its signature, which typer reads
+    for the flags, --help and completion, is its own parameters with the job options where
+    its `flags: JobFlags` parameter stands (in JOB_OPTIONS' order; --json and CMD last), and it
+    is called with what they said as `flags`. `variants` give an option a type of the
+    command's own (run's --no-check, whose help speaks of containers only)."""
+    taken = [option for option in JOB_OPTIONS if option.name in takes]
+    unknown = (set(takes) - ALL_OPTIONS) | (variants.keys() - set(takes))
+    if unknown:
+        raise ValueError(f"job_command: not a job option it takes: {sorted(unknown)}")
+    options = [
+        inspect.Parameter(
+            o.name, _KEYWORD, annotation=variants.get(o.name, o.type), default=o.default
+        )
+        for o in taken
+    ]
+    middle = [p for p in options if p.name not in _CLOSING]
+    closing = [p for p in options if p.name in _CLOSING]
+
+    def decorate(function: Callable[..., _R]) -> Callable[..., _R]:
+        own = inspect.signature(function, eval_str=True).parameters.values()
+        own_params = [p.replace(kind=_KEYWORD) for p in own]
+        at = [p.name for p in own_params].index("flags")
+        params = [*own_params[:at], *middle, *own_params[at + 1 :], *closing]
+
+        @functools.wraps(function)  # its name, and its docstring: the command's help
+        def command(**given: Any) -> _R:
+            flags = job_flags(**{o.name: given.pop(o.name) for o in taken})
+            return function(**given, flags=flags)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
+
+
+def job_flags(**given: Any) -> JobFlags:
+    """What a command's job options said (by parameter name: `nodes=4`), as one `JobFlags`,
+    each value labelled with its flag. Options not given keep their defaults."""
+    unknown = given.keys() - ALL_OPTIONS
+    if unknown:
+        raise TypeError(f"job_flags: not a job option: {sorted(unknown)}")
+    said = {option.name: option.default for option in JOB_OPTIONS} | given
+    # Each option that sets one key, when given: a switch that is off (dedicated_head) says nothing.
+    items = [
+        (o.key, said[o.name], o.flag)
+        for o in JOB_OPTIONS
+        if o.key is not None and said[o.name] not in (None, [], o.default)
+    ]
+    if said["container"] and not said["container_runtime"]:
+        items.append(("container.runtime", "pyxis", "--container"))  # an image means a container
+    items += _named_items(said["env"] or [], said["secret"] or [])
+    items += _driver_items(
+        said["command"] or [],
+        said["config"],
+        interactive=said["interactive"],
+        no_check=said["no_check"],
+    )
+    return JobFlags(
+        profile=said["profile"],
+        job=tuple(said["job"] or ()),
+        values={key: value for key, value, _ in items},  # a later item wins
+        labels={key: label for key, _, label in items},
+        sets=said["set_"] or [],
+        json=said["json"],
+    )
+
+
+def _driver_items(
+    words: list[str], config: str | None, *, interactive: bool, no_check: bool
+) -> list[tuple[str, Any, str]]:
+    """The driver command after --, --config's recipe and overrides, --interactive and
+    --no-check as (spec key, value, label)."""
     from nrl_launch.nemorl import words as recipe_words
 
     recipe_words.no_bare_recipe(words, config)
+    found: list[tuple[str, Any, str]] = []
     if no_check:
-        put("nemo_rl.check", False, "--no-check")
+        found.append(("nemo_rl.check", False, "--no-check"))
     if config is not None:
-        for key, (value, label) in recipe_words.recipe_words(words, config).items():
-            put(key, value, label)
+        recipe = recipe_words.recipe_words(words, config)
+        found += [(key, value, label) for key, (value, label) in recipe.items()]
         words = []
     if interactive:
         if words:
             raise UsageError("--interactive and a driver command after -- cannot be combined")
-        put("interactive", True, "--interactive")
-        put("driver.command", None, "--interactive")
+        found += [("interactive", True, "--interactive"), ("driver.command", None, "--interactive")]
     elif words:
-        put("driver.command", list(words), "-- CMD")
-        put("interactive", False, "-- CMD")
-    return JobFlags(
-        profile=profile,
-        job=tuple(job or ()),
-        values=values,
-        labels=labels,
-        sets=set_ or [],
-        json=json,
-    )
+        found += [("driver.command", list(words), "-- CMD"), ("interactive", False, "-- CMD")]
+    return found
 
 
-_JOB_OPTIONS = frozenset(inspect.signature(job_flags).parameters)
-
-
-def job_flags_of(params: Mapping[str, Any]) -> JobFlags:
-    """`job_flags` of a command's own parameters (its `locals()` on entry): the job options
-    among them, by name, each declared in its signature with the types above."""
-    return job_flags(**{name: value for name, value in params.items() if name in _JOB_OPTIONS})
-
-
-def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, str, str]]:
+def _named_items(env: list[str], secrets: list[str]) -> list[tuple[str, Any, str]]:
     """--env NAME=VALUE and --secret NAME as (spec key, value, label); a secret so named is
     required at submit."""
     found = []

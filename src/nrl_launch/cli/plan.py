@@ -5,36 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nrl_launch import output
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
 
@@ -49,36 +20,12 @@ Examples:
 """
 
 
+@job_command(ALL_OPTIONS - SUBMIT_ONLY)
 def plan(
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
     sweep: Sweep = None,
     sweep_file: SweepFile = None,
-    json: Json = False,
-    command: DriverCommand = None,
 ) -> None:
     """Print the Slurm allocation a NeMo RL config needs and its per-node GPU layout.
 
@@ -88,7 +35,6 @@ def plan(
     --config FILE OVERRIDES, or ray.sub's COMMAND) is planned with the config and overrides it
     runs.
     """
-    flags = job_flags_of(locals())
     if sweep or sweep_file:  # every point of the grid, each with its verdict
         from nrl_launch.cli import sweep as sweeps
 
@@ -159,6 +105,9 @@ def _as_text(planned: Plan, layout: Layout) -> str:
             f"Sandbox:     {join(sandbox.command)} on every node, "
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
         )
+    if planned.refused:  # the config fits or not; submit would refuse the job for these too
+        lines += ["", "Submit would refuse it here:"]
+        lines += [f"  {line}" for line in planned.refused]
     lines += ["", "Fits." if planned.fits else f"{len(planned.problems)} problem(s):"]
     # Under their header, on stdout too (`plan > plan.txt` keeps them); the error lines on stderr
     # say them again, for the exit code's sake.

@@ -11,24 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nrl_launch.cli.options import (
-    Account,
-    Constraint,
-    DryRun,
-    Exclude,
-    JobFile,
-    JobFlags,
-    JobName,
-    Json,
-    LogDir,
-    Partition,
-    Profile,
-    Qos,
-    Quiet,
-    Reservation,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import DryRun, JobFlags, Quiet, job_command
 from nrl_launch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -70,7 +53,26 @@ PullSets = Annotated[
     ),
 ]
 
+# The job options pull takes: its files and --set, where and for how long it queues, under what
+# name, --log-dir and --json. The rest it fixes (_FIXED) or has no use for.
+_TAKES = (
+    "profile",
+    "job",
+    "set_",
+    "time",
+    "account",
+    "partition",
+    "job_name",
+    "qos",
+    "constraint",
+    "reservation",
+    "exclude",
+    "log_dir",
+    "json",
+)
 
+
+@job_command(_TAKES, set_=PullSets)
 def pull(
     image: Annotated[
         str,
@@ -100,23 +102,11 @@ def pull(
         typer.Option("--wait", help="Follow the job to its end; exit with enroot's exit code."),
     ] = False,
     dry_run: DryRun = False,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: PullSets = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    log_dir: LogDir = None,
-    json: Json = False,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> int:
     """Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); prints
     the job id. Then run jobs with --container FILE."""
-    flags = job_flags_of(locals())
     from nrl_launch import backends, enroot
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch

@@ -8,36 +8,7 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 
 EXAMPLES = """\
 Examples:
@@ -46,6 +17,7 @@ Examples:
 """
 
 
+@job_command(ALL_OPTIONS - SUBMIT_ONLY)
 def render(
     out: Annotated[
         Path | None,
@@ -53,40 +25,14 @@ def render(
             "-o", "--output", help="Write the script to FILE (mode 0755).", metavar="FILE"
         ),
     ] = None,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
-    json: Json = False,
-    command: DriverCommand = None,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
     """Print the whole job script (its header holds the sbatch command; on Lepton, the job
     spec comes first); nothing is submitted or written.
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
-    flags = job_flags_of(locals())
     from nrl_launch.api import specs
 
     request = specs.request(flags.prepare().spec, str(out) if out else None)

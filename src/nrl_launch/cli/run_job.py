@@ -9,30 +9,13 @@ from typing import Annotated
 import typer
 
 from nrl_launch.cli.options import (
-    Account,
-    Constraint,
-    Container,
-    ContainerRuntime,
+    ALL_OPTIONS,
+    RAY_ONLY,
+    SUBMIT_ONLY,
     DryRun,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    JobFile,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
+    JobFlags,
     Quiet,
-    Reservation,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
+    job_command,
 )
 from nrl_launch.errors import UsageError
 
@@ -63,8 +46,10 @@ Examples:
 """
 
 
-# Every job option but --backend (the job is Slurm's: srun starts the command on each node)
-# and --interactive (there is no cluster to keep up), which run refuses by name.
+# Every job option but those only a Ray job reads (--backend: the job is Slurm's, srun starts
+# the command on each node; --interactive: there is no cluster to keep up, which run refuses by
+# name) and --retries.
+@job_command(ALL_OPTIONS - RAY_ONLY - SUBMIT_ONLY, no_check=NoContainerCheck, command=Command)
 def run(
     quiet: Quiet = False,
     wait: Annotated[
@@ -73,33 +58,11 @@ def run(
     ] = False,
     dry_run: DryRun = False,
     refuse_interactive: Annotated[bool, typer.Option("--interactive", hidden=True)] = False,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    nodes: Nodes = None,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    no_check: NoContainerCheck = False,
-    json: Json = False,
-    command: Command = None,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the
     job id. Its output is in job.log: nrl-launch logs JOBID."""
-    flags = job_flags_of(locals())
     from nrl_launch import backends, container_checks
     from nrl_launch.cli import queued
     from nrl_launch.jobs.launch import launch

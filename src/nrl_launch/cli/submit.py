@@ -6,40 +6,8 @@ from typing import Annotated
 
 import typer
 
-from nrl_launch.cli.options import (
-    Account,
-    BackendName,
-    Constraint,
-    Container,
-    ContainerRuntime,
-    DedicatedHead,
-    DriverCommand,
-    Envs,
-    Exclude,
-    Exclusive,
-    GpusPerNode,
-    Interactive,
-    JobFile,
-    JobName,
-    Json,
-    LogDir,
-    Mounts,
-    NemoConfig,
-    NoCheck,
-    Nodes,
-    Partition,
-    Profile,
-    Qos,
-    Quiet,
-    Reservation,
-    Retries,
-    Secrets,
-    Sets,
-    Time,
-    job_flags_of,
-)
+from nrl_launch.cli.options import ALL_OPTIONS, JobFlags, Quiet, job_command
 from nrl_launch.cli.sweep_options import ExperimentName, MaxRunning, Sweep, SweepFile
-from nrl_launch.errors import UsageError
 
 EXAMPLES = """\
 Examples:
@@ -49,6 +17,7 @@ Examples:
 """
 
 
+@job_command(ALL_OPTIONS)
 def submit(
     quiet: Quiet = False,
     wait: Annotated[
@@ -64,32 +33,8 @@ def submit(
             metavar="N",
         ),
     ] = None,
-    profile: Profile = None,
-    job: JobFile = None,
-    set_: Sets = None,
-    backend: BackendName = None,
-    nodes: Nodes = None,
-    dedicated_head: DedicatedHead = False,
-    gpus_per_node: GpusPerNode = None,
-    exclusive: Exclusive = None,
-    time: Time = None,
-    account: Account = None,
-    partition: Partition = None,
-    job_name: JobName = None,
-    qos: Qos = None,
-    constraint: Constraint = None,
-    reservation: Reservation = None,
-    exclude: Exclude = None,
-    retries: Retries = None,
-    container: Container = None,
-    container_runtime: ContainerRuntime = None,
-    mount: Mounts = None,
-    env: Envs = None,
-    secret: Secrets = None,
-    log_dir: LogDir = None,
-    interactive: Interactive = False,
-    config: NemoConfig = None,
-    no_check: NoCheck = False,
+    *,
+    flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
     no_snapshot: Annotated[
         bool,
         typer.Option(
@@ -102,27 +47,22 @@ def submit(
     sweep_file: SweepFile = None,
     experiment: ExperimentName = None,
     max_running: MaxRunning = None,
-    json: Json = False,
-    command: DriverCommand = None,
 ) -> int:
     """Submit the job to Slurm and record it; prints the job id."""
-    flags = job_flags_of(locals())
-    from nrl_launch.api import specs
     from nrl_launch.cli import sweep as sweeps
 
     grid = sweeps.Grid(tuple(sweep or ()), sweep_file, experiment, max_running)
     if grid.given:  # one job per point of the grid, as one experiment
-        from functools import partial
-
-        freeze = partial(specs.frozen, snapshot=not no_snapshot)
-        return sweeps.submit(flags, grid, chain=chain, wait=wait, quiet=quiet, freeze=freeze)
+        return sweeps.submit(
+            flags, grid, chain=chain, wait=wait, quiet=quiet, snapshot=not no_snapshot
+        )
+    from nrl_launch.api import queueing
     from nrl_launch.cli import queued
 
-    if chain is not None and chain < 1:
-        raise UsageError(f"--chain {chain}: expected a number of jobs, 1 or more")
-    prepared = flags.prepare()
-    spec = prepared.spec
-    records, code = specs.queue(spec, prepared, chain=chain, snapshot=not no_snapshot)
+    prepared = flags.prepare(check=False)  # the core refuses a config that does not fit
+    order = queueing.Order((queueing.Point(prepared),), chain=chain, snapshot=not no_snapshot)
+    done = queueing.queue(order)
+    records, code, spec = done.records, done.code, prepared.spec
     rec = records[-1]
     ids = " ".join(r.job_id for r in records)
     if chain is not None:

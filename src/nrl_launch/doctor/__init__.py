@@ -16,7 +16,7 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,13 +205,22 @@ def slurm_checks(spec: LaunchSpec, sources: Mapping[str, str]) -> Iterator[Check
     yield submission_check(done.returncode, done.stderr)
 
 
-def local_checks(spec: LaunchSpec, cwd: Path, sources: Mapping[str, str]) -> Iterator[Check]:
-    """Every check that runs on this machine, in the order they are printed."""
+def local_checks(
+    spec: LaunchSpec,
+    cwd: Path,
+    sources: Mapping[str, str],
+    before_queue: Sequence[Check] = (),
+) -> Iterator[Check]:
+    """Every check that runs on this machine, in the order they are printed. `before_queue`:
+    what submit's own checks before the queue found (the command has them: they are the
+    API's), each a check of its own."""
     backend = backends.get(spec.backend)
     if backend.slurm_cluster:  # Slurm can judge the request
         yield from slurm_checks(spec, sources)
     if backend.shares_files:
         yield from container_checks(spec, cwd)
+    yield from before_queue
+    if backend.shares_files:
         yield from dir_checks(spec, cwd)
         yield from trust_checks(spec, cwd, os.environ)
     else:

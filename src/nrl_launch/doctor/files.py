@@ -156,30 +156,9 @@ def dir_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
 # ---- Who else can write it: what the job runs, and where it keeps its token ----
 
 
-def _log_base_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
-    """What submit says of logs.base_dir (trust.log_base_problem: it refuses the job), or a
-    warning when a directory above it is another user's."""
-    base_dir = spec.logs.base_dir
-    problem = trust.log_base_problem(base_dir, cwd)
-    if problem:
-        return [_fail("logs.base_dir", problem.removeprefix("logs.base_dir "))]
-    owner = trust.foreign_owner(cwd / base_dir)
-    if owner:
-        path = (cwd / base_dir).resolve()
-        shown = base_dir if Path(base_dir).is_absolute() else f"{base_dir} ({path})"
-        return [
-            _warn(
-                "logs.base_dir",
-                f"{shown}: {owner}, who could replace what is under it (this job's log dir "
-                "and its Ray token); use a directory of your own (--log-dir DIR)",
-            )
-        ]
-    return []
-
-
 def _cache_trust_checks(spec: LaunchSpec, cwd: Path) -> list[Check]:
     checks = []
-    for key, path in shared_dirs(spec, cwd)[1:]:  # the log dir is _log_base_checks'
+    for key, path in shared_dirs(spec, cwd)[1:]:  # the log dir is submit's own check's
         why = trust.shared(path) or trust.replaceable(path)
         if why:
             checks.append(
@@ -284,7 +263,6 @@ def trust_checks(spec: LaunchSpec, cwd: Path, environ: Mapping[str, str]) -> Ite
     """Who besides the user can write what the job runs or keeps its Ray token in: the log
     dir (a fail, as at submit), the cache dirs, the submit dir, each PATH entry and each file
     the setup command sources (warnings). Nothing is said of what only the user can write."""
-    yield from _log_base_checks(spec, cwd)
     yield from _cache_trust_checks(spec, cwd)
     yield from _submit_dir_check(cwd)
     yield from _path_checks(environ)

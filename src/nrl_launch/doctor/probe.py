@@ -1,10 +1,11 @@
 """The probe job of `nrl-launch doctor --on-nodes`: its request, and the verdicts on its report.
 
-It checks on the job's own nodes what the login node cannot see (templates/
-doctor-probe.sbatch.j2): each node's hostname and GPUs, on the node itself; then, where the job's
-own steps run (in its container, with the pyxis flags and mounts the job's steps get, when it has
-one), the setup command and Ray, and that the shared dirs are the same dir on every node. A
-container that does not start on a node is said in pyxis's words (jobs/pyxis_errors.py).
+It checks on the job's own nodes what the login node cannot see (its script: the header
+templates/doctor-probe.sbatch.j2, then the node program's node/probe.sh): each node's hostname
+and GPUs, on the node itself; then, where the job's own steps run (in its container, with the
+pyxis flags and mounts the job's steps get, when it has one), the setup command and Ray, and
+that the shared dirs are the same dir on every node. A container that does not start on a node
+is said in pyxis's words (jobs/pyxis_errors.py).
 Everything here is pure (tested on reports captured from the dev cluster); `on_nodes` submits
 the job, waits for it, and removes its files.
 """
@@ -27,6 +28,7 @@ from nrl_launch.doctor.verdicts import (
     ray_auth_on_node,
 )
 from nrl_launch.jobs import pyxis_errors
+from nrl_launch.node import job_script
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.templating import render
 
@@ -297,7 +299,7 @@ def probe_request(
         "--output=/dev/null",
         str(script),
     ]
-    text = render(
+    header = render(
         PROBE_TEMPLATE,
         spec=spec,
         version=__version__,
@@ -309,7 +311,7 @@ def probe_request(
         prefix=PROBE_PREFIX,
         report_dir=str(dirs[0][1]),
     )
-    return argv, text
+    return argv, job_script(header, "probe")
 
 
 def report_path(dirs: Sequence[tuple[str, Path]], job_id: str) -> Path:

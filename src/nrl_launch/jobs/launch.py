@@ -12,57 +12,33 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nrl_launch import paths, trust
+from nrl_launch import paths
+from nrl_launch.container_image import Finding
 from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
+from nrl_launch.jobs.prequeue import log_base_findings, secret_findings
 from nrl_launch.spec import LaunchSpec
 
-__all__ = ["check_log_base", "check_secrets", "launch", "write_script", "write_secrets"]
+__all__ = [
+    "launch",
+    "log_base_findings",
+    "refuse_or_warn",
+    "secret_findings",
+    "write_script",
+    "write_secrets",
+]
 
 
-def check_secrets(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
-    """Secrets travel by name in the environment sbatch exports: say now, before anything is
-    queued, that a required one is missing here, not minutes later on a node."""
+def refuse_or_warn(found: Sequence[Finding]) -> None:
+    """Raise ConfigError with the errors among `found`, one line each (nothing else is said);
+    else say each warning."""
     from nrl_launch import output
 
-    missing = [name for name in spec.required_secrets if not environ.get(name)]
-    # Over --remote (a laptop's nrl-launch ran this one): the secret is the cluster's to set.
-    where = (
-        "the environment of your ssh sessions on this cluster (secrets are read where sbatch "
-        "runs and never copied from the laptop: set it there, e.g. in ~/.bashrc)"
-        if environ.get("NRL_LAUNCH_FORWARDED")
-        else "this shell"
-    )
-    if missing:
-        raise ConfigError(
-            [
-                f"secrets.{name}: {name} is not set in {where} and the job requires it: "
-                f"export it first, or mark it optional (--set secrets.{name}=optional)"
-                for name in missing
-            ]
-        )
-    absent = [name for name in spec.optional_secrets if not environ.get(name)]
-    if absent:
-        output.warn(
-            f"{', '.join(absent)} (optional in secrets) not set in this shell: the job runs "
-            "without them"
-        )
-
-
-def check_log_base(spec: LaunchSpec, cwd: Path) -> None:
-    """Refuse (one line, exit 2) a logs.base_dir whose log dirs other users could replace or
-    make first; warn when a directory above it belongs to another user."""
-    from nrl_launch import output
-
-    problem = trust.log_base_problem(spec.logs.base_dir, cwd)
-    if problem:
-        raise ConfigError([problem])
-    owner = trust.foreign_owner(cwd / spec.logs.base_dir)
-    if owner:
-        output.warn(
-            f"logs.base_dir {spec.logs.base_dir}: {owner}, who could replace what is under it "
-            "(this job's log dir)"
-        )
+    errors = [f.message for f in found if f.error]
+    if errors:
+        raise ConfigError(errors)
+    for finding in found:
+        output.warn(finding.message)
 
 
 def launch(
@@ -83,10 +59,11 @@ def launch(
 
     backend = backends.get(spec.backend)
     cwd = Path.cwd()
-    if backend.shares_files and checks:  # else the log dir is on the backend's storage
-        check_log_base(spec, cwd)
-    if backend.secrets_from_shell and checks:
-        check_secrets(spec, os.environ)
+    if checks:  # the log dir is on the backend's storage where it shares no files with us
+        refuse_or_warn(
+            (log_base_findings(spec, cwd) if backend.shares_files else [])
+            + (secret_findings(spec, os.environ) if backend.secrets_from_shell else [])
+        )
     state = paths.state_dir(os.environ)
     job_id = backend.new_job_id()  # known ahead only where no scheduler numbers the job
     script = state / "scripts" / f"{job_id or time.time_ns()}-{os.getpid()}.sh"

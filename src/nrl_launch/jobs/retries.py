@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nrl_launch.errors import UsageError
+from nrl_launch.errors import NrlLaunchError, SchedulerError, UsageError
 from nrl_launch.jobs.record import JobRecord, Try
 from nrl_launch.jobs.status import JobStatus
 from nrl_launch.spec import LaunchSpec
@@ -57,17 +57,20 @@ def check(spec: LaunchSpec, chain: int | None) -> None:
         raise UsageError("slurm.retries: an interactive job runs no driver to try again")
 
 
-def launch_run(spec: LaunchSpec) -> JobRecord:
+def launch_run(spec: LaunchSpec) -> tuple[JobRecord, SchedulerError | None]:
     """Queue try 1 and the spare tries of `spec` (slurm.retries of them), each waiting on the
-    one before; return the run's record, saved under try 1's id."""
+    one before; return the run's record, saved under try 1's id. When a spare cannot be
+    queued, the run keeps the tries queued before it (its record is saved with them, and they
+    keep the code they run): the error that says so comes back beside it, to be raised."""
     from nrl_launch import paths
     from nrl_launch.jobs.launch import launch
     from nrl_launch.jobs.record import save
 
     tries = spec.slurm.retries + 1
     min_s = spec.slurm.retry_min_runtime_s
-    first = launch(spec, environment={RETRY_VAR: f"1 {tries} - {min_s}"}, keep=False)
+    first = launch(spec, environment={RETRY_VAR: f"1 {tries} - {min_s}"}, keep=False, checks=False)
     queued = [Try(job_id=first.job_id, script_path=first.script_path)]
+    failed = None
     for k in range(2, tries + 1):
         prev = queued[-1].job_id
         # afternotok: Slurm starts it only when the try before ends in a failed state
@@ -76,11 +79,20 @@ def launch_run(spec: LaunchSpec) -> JobRecord:
         slurm = spec.slurm.model_copy(update={"dependency": f"afternotok:{prev}"})
         spare = spec.model_copy(update={"slurm": slurm})
         env = {RETRY_VAR: f"{k} {tries} {prev} {min_s}"}
-        rec = launch(spare, environment=env, keep=False)
+        try:
+            rec = launch(spare, environment=env, keep=False, checks=False)
+        except NrlLaunchError as exc:
+            ids = " ".join(t.job_id for t in queued)
+            failed = SchedulerError(
+                f"try {k} of {tries} was not queued ({exc.message}): the run {first.job_id} "
+                f"has {len(queued)} of its tries queued ({ids}), recorded, with the code they "
+                f"run; nrl-launch status {first.job_id}, or nrl-launch cancel {first.job_id}"
+            )
+            break
         queued.append(Try(job_id=rec.job_id, script_path=rec.script_path))
     run = first.model_copy(update={"tries": queued})
     save(run, paths.state_dir(os.environ))
-    return run
+    return run, failed
 
 
 def expand(records: Sequence[JobRecord]) -> list[JobRecord]:

@@ -32,6 +32,7 @@ from nrl_launch.spec.describe import describe_errors
 __all__ = [
     "Axis",
     "Point",
+    "axis",
     "dependency",
     "experiment_name",
     "grid",
@@ -83,7 +84,7 @@ def parse_axis(text: str) -> Axis:
             f"{given}: a list value holds commas, which separate the values here: give it "
             "in a --sweep-file, quoted as Hydra reads it ('[1,2]')"
         )
-    return _axis(key.strip(), [v.strip() for v in rest.split(",")], given)
+    return axis(key.strip(), [v.strip() for v in rest.split(",")], given)
 
 
 def parse_file(path: Path) -> list[Axis]:
@@ -119,7 +120,7 @@ def parse_file(path: Path) -> list[Axis]:
                     f"{given}: {key_node.value}: each value is one scalar; a list or mapping "
                     "value is written quoted, as Hydra reads it ('[1,2]')"
                 )
-            axes.append(_axis(key_node.value, [n.value for n in values_node.value], given))
+            axes.append(axis(key_node.value, [n.value for n in values_node.value], given))
         except UsageError as exc:
             problems.append(exc.message)
     if problems:
@@ -127,7 +128,8 @@ def parse_file(path: Path) -> list[Axis]:
     return axes
 
 
-def _axis(key: str, values: list[str], given: str) -> Axis:
+def axis(key: str, values: list[str], given: str) -> Axis:
+    """One axis, checked: one line (exit 2) naming where it was `given` when it is wrong."""
     if not _KEY.fullmatch(key):
         raise UsageError(
             f"{given}: key {key!r} is not a config key: expected a dotted name "

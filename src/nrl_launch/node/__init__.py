@@ -5,8 +5,11 @@ command, the job's values, each quoted once) and, after `MARKER`, this program, 
 from the files here. Nothing in them is rendered: what differs between jobs (the container, the
 sandbox, the secrets' names, ports, ...) is a value the header sets and the program reads. The
 files are read in a fixed order that ends with the kind's own file, whose last lines are the
-mode dispatch (`case ${1:-} in ...`): bash runs the script top to bottom, defining every
-function before the dispatch calls one.
+mode dispatch (`case ${1:-} in ...`; the probe's: a call of `probe_main`): bash runs the script
+top to bottom, defining every function before the dispatch calls one.
+
+The kinds: a Ray job on Slurm, on this machine, on Lepton; a plain command on Slurm (`run`,
+`pull`: no Ray); and `doctor --on-nodes`' probe job.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Literal
 
 __all__ = ["MARKER", "Kind", "files", "job_script", "program"]
 
-Kind = Literal["slurm", "local", "lepton"]
+Kind = Literal["slurm", "local", "lepton", "plain", "probe"]
 
 MARKER = (
     "# ---- nrl-launch node program (the same for every job of its kind; nrl_launch/node/) ----\n"
@@ -42,25 +45,36 @@ _RAY = (
 _SHIM = _DIR / "save_by_shim.py"
 _SHIM_END = "NRL_SAVE_BY_SHIM"
 _FILES: dict[str, tuple[str, ...]] = {
-    "slurm": (*_RAY, "container.sh", "pyxis.sh", "reuse.sh", "secrets.sh", "retries.sh"),
+    "slurm": (
+        *_RAY,
+        *("container.sh", "pyxis.sh", "reuse.sh", "secrets.sh", "batch.sh", "retries.sh"),
+    ),
     "local": (*_RAY, "head_here.sh"),
     "lepton": (*_RAY, "head_here.sh"),
+    "plain": ("common.sh", "container.sh", "secrets.sh", "batch.sh"),
+    "probe": ("container.sh",),
 }
 
 
-def files(kind: Kind, *, sandbox: bool = False) -> list[Path]:
+def files(kind: Kind, *, sandbox: bool = False, remove_first: bool = False) -> list[Path]:
     """The files of `kind`'s program, in the order they are joined. The sandbox sidecar's
-    (sandbox:, Slurm only) are there only for a job that has one."""
-    names = [*_FILES[kind], *(("sandbox.sh",) if sandbox else ()), f"{kind}.sh"]
+    (sandbox:, a Ray job on Slurm only) are there only for a job that has one, and so is
+    pull --force's removal (remove_first.sh, a plain job's)."""
+    names = [
+        *_FILES[kind],
+        *(("sandbox.sh",) if sandbox else ()),
+        *(("remove_first.sh",) if remove_first else ()),
+        f"{kind}.sh",
+    ]
     return [_DIR / name for name in names]
 
 
 @functools.cache
-def program(kind: Kind, *, sandbox: bool = False) -> str:
+def program(kind: Kind, *, sandbox: bool = False, remove_first: bool = False) -> str:
     """`kind`'s node program: its files joined, each verbatim, a blank line between them (and
     after deadline.sh, `save_by_shim_source`, which prints save_by_shim.py)."""
     texts = []
-    for path in files(kind, sandbox=sandbox):
+    for path in files(kind, sandbox=sandbox, remove_first=remove_first):
         texts.append(path.read_text(encoding="utf-8"))
         if path.name == "deadline.sh":
             texts.append(_shim_function())
@@ -77,6 +91,9 @@ def _shim_function() -> str:
     )
 
 
-def job_script(header: str, kind: Kind, *, sandbox: bool = False) -> str:
+def job_script(
+    header: str, kind: Kind, *, sandbox: bool = False, remove_first: bool = False
+) -> str:
     """A job's script: its rendered header, the marker line, then the node program."""
-    return f"{header.rstrip()}\n\n{MARKER}{program(kind, sandbox=sandbox)}"
+    body = program(kind, sandbox=sandbox, remove_first=remove_first)
+    return f"{header.rstrip()}\n\n{MARKER}{body}"

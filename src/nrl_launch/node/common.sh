@@ -30,30 +30,93 @@ own_group() {
   [[ $name == "$me" && ( -z $members || $members == "$me" ) ]]
 }
 
+# Prints the name of user $1 (a uid), or "uid $1" when it has none.
+user_name() {
+  local entry
+  entry=$(getent passwd "$1") && printf '%s' "${entry%%:*}" || printf 'uid %s' "$1"
+}
+
+# Prints the name of group $1 (a gid), or "gid $1" when it has none.
+group_name() {
+  local entry
+  entry=$(getent group "$1") && printf '%s' "${entry%%:*}" || printf 'gid %s' "$1"
+}
+
+# Prints who besides its owner and this user a POSIX ACL of $1 (owned by uid $2 and gid $3) lets
+# write: a user or a group of others it names with write (whatever the mask: whoever may change
+# the ACL may widen it), or, of a directory's default ACL, also its owning group and every user
+# (they become the modes of what is made in it). Fails when none does. Fails closed: without
+# getfacl (nodes may lack it), or when it fails, a path that `ls -ld` marks with "+" (it has an
+# ACL beyond its mode) counts as writable by others.
+acl_writers() {
+  local path=$1 owner=$2 gid=$3 acl line kind id perms which me listing who=""
+  if ! acl=$(getfacl --absolute-names --numeric --omit-header -- "$path" 2>/dev/null); then
+    listing=$(LC_ALL=C ls -ld -- "$path" 2>/dev/null) || listing=""
+    [[ ${listing:10:1} == + ]] || return 1
+    printf 'others, as far as nrl-launch can tell (it has an ACL, which getfacl cannot read here)'
+    return 0
+  fi
+  me=$(id -u)
+  while IFS= read -r line; do
+    which=ACL
+    if [[ $line == default:* ]]; then which="default ACL" line=${line#default:}; fi
+    IFS=: read -r kind id perms _ <<<"$line"
+    [[ ${perms:1:1} == w ]] || continue
+    case $kind:$id:$which in
+      user:[0-9]*) [[ $id == "$owner" || $id == "$me" ]] || who="user $(user_name "$id")" ;;
+      group:[0-9]*) own_group "$id" || who="group $(group_name "$id")" ;;
+      "group::default ACL") own_group "$gid" || who="group $(group_name "$gid")" ;;
+      "other::default ACL") who="every user" ;;
+    esac
+    if [[ -n $who ]]; then
+      printf '%s through its %s' "$who" "$which"
+      return 0
+    fi
+  done <<<"$acl"
+  return 1
+}
+
+# Prints who besides its owner may write $1 (a path that exists), and its mode: every user or a
+# group of others by its mode (under an ACL its group bits are the ACL's mask), or whom an ACL
+# lets (acl_writers). Fails when no one else may.
+writers() {
+  local mode uid gid who
+  read -r mode uid gid < <(stat -c '%a %u %g' -- "$1") || return 1
+  mode=$((8#$mode))
+  if ((mode & 8#0002)); then
+    who="every user"
+  elif ((mode & 8#0020)) && ! own_group "$gid"; then
+    who="group $(group_name "$gid")"
+  else
+    who=$(acl_writers "$1" "$uid" "$gid") || return 1
+  fi
+  printf '%s (mode %04o)' "$who" "$mode"
+}
+
 # Prints why another user could rename or replace directory $1 (existing) or an entry in it:
-# it, or a directory above it, is writable by them without the sticky bit, which keeps each
-# entry its owner's. Fails when no one else can.
+# it, or a directory above it, is writable by them (writers) without the sticky bit, which keeps
+# each entry its owner's. Fails when no one else can.
 replaceable() {
-  local dir mode gid group
+  local dir mode who
   dir=$(cd -P -- "$1" 2>/dev/null && pwd) || return 1
   while true; do
-    read -r mode gid < <(stat -c '%a %g' -- "$dir") || return 1
-    mode=$((8#$mode))
-    if ((!(mode & 8#1000))); then
-      if ((mode & 8#0002)); then
-        printf '%s is writable by every user (mode %04o)' "$dir" "$mode"
-        return 0
-      fi
-      if ((mode & 8#0020)) && ! own_group "$gid"; then
-        group=$(getent group "$gid" | cut -d: -f1) || true
-        printf '%s is writable by group %s (mode %04o)' "$dir" "${group:-gid $gid}" "$mode"
-        return 0
-      fi
+    mode=$(stat -c %a -- "$dir") || return 1
+    if ((!(8#$mode & 8#1000))) && who=$(writers "$dir"); then
+      printf '%s is writable by %s' "$dir" "$who"
+      return 0
     fi
     [[ $dir != / ]] || return 1
     dir=${dir%/*}
     dir=${dir:-/}
   done
+}
+
+# Prints why another user could create entries in directory $1 itself: it is writable by them
+# (writers), sticky or not. Fails when no one else can.
+shared() {
+  local who
+  who=$(writers "$1") || return 1
+  printf '%s is writable by %s' "$1" "$who"
 }
 
 # Says (in the job's own output, as no log dir holds it) why the job cannot start, and ends it.

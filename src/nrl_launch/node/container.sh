@@ -14,8 +14,9 @@ set_container_args() {
   local home=--no-container-mount-home
   [[ ${2:-} != attach ]] || image=()
   [[ -z $1 ]] || name=(--container-name="$1")
-  # container.reuse: a container kept for the next job must end as it began (reuse.sh).
-  if [[ -n $1 && ${2:-} != attach ]] && ((${NRL_CONTAINER_REUSE:-0})); then name+=(--container-readonly); fi
+  # container.reuse: a container kept for the next job must end as it began (reuse.sh), whatever
+  # steps ran in it: Ray's, and an attached shell's too.
+  if [[ -n $1 ]] && ((${NRL_CONTAINER_REUSE:-0})); then name+=(--container-readonly); fi
   ((!NRL_CONTAINER_MOUNT_HOME)) || home=--container-mount-home
   # The log dir must be visible inside the container: every node reads and writes it.
   mounts="${mounts:+$mounts,}$NRL_LOG_DIR:$NRL_LOG_DIR"

@@ -69,10 +69,10 @@ enroot_data_dir() {
     source <(sed -n '/^# ---- BEGIN CONFIG ----$/,/^# ----- END CONFIG -----$/p' "$enroot") >/dev/null 2>&1
     printf '%s' "${ENROOT_DATA_PATH:-}"
   ) || return 1
-  # Only a dir of the user's that no one else can rename or plant an entry in: a kept
-  # container is run as the job's.
+  # Only a dir of the user's that no one else can rename or plant an entry in, sticky or not
+  # (mode or ACL): a kept container is run as the job's.
   [[ $dir == /* && -d $dir && -O $dir ]] || return 1
-  ! replaceable "$dir" >/dev/null || return 1
+  ! replaceable "$dir" >/dev/null && ! shared "$dir" >/dev/null || return 1
   printf '%s' "$dir"
 }
 
@@ -99,7 +99,7 @@ claim_containers() {
 # On one node: the kept container of this job's image becomes the job's (pyxis then skips the
 # import), and the key is noted (container-key.<node> in the log dir) for keep_container.
 claim_container_node() {
-  local node=${SLURMD_NODENAME:-$(hostname)} key data mine
+  local node=${SLURMD_NODENAME:-$(hostname)} key data mine kept
   if ! key=$(image_key "$NRL_CONTAINER_IMAGE"); then
     log "$node: the image $NRL_CONTAINER_IMAGE is a registry tag or cannot be read: not reused (a tag can move; name a digest, @sha256:..., or a .sqsh)"
     return 0
@@ -114,10 +114,15 @@ claim_container_node() {
     log "$node: removing $mine, which an earlier job left"
     enroot remove --force -- "$mine" >/dev/null 2>&1 || true
   fi
-  if mv -T -- "$data/nrl-cache-$key" "$data/$mine" 2>/dev/null; then
-    log "$node: reusing the container kept in $data/nrl-cache-$key (no unpacking)"
+  # Only a container this user kept: a directory of theirs, not a link (no one else can put
+  # one there now, as the data dir is theirs alone, but one may be left from when it was not).
+  kept=$data/nrl-cache-$key
+  if [[ -L $kept ]] || [[ -e $kept && ! ( -d $kept && -O $kept ) ]]; then
+    log "$node: $kept is not a directory of this user's (a link, or another user's): not reused"
+  elif mv -T -- "$kept" "$data/$mine" 2>/dev/null; then
+    log "$node: reusing the container kept in $kept (no unpacking)"
   else
-    log "$node: no container kept for this image ($data/nrl-cache-$key): pyxis unpacks it"
+    log "$node: no container kept for this image ($kept): pyxis unpacks it"
   fi
 }
 

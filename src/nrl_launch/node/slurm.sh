@@ -12,29 +12,16 @@ first_to_end() {
 
 # ---- Batch step: runs once, on node 0 ----
 batch_main() {
-  local base=$NRL_BASE_LOG_DIR name=$SLURM_JOB_ID
-  load_secrets
-  NRL_SUBMIT_DIR=$SLURM_SUBMIT_DIR
-  [[ $base == /* ]] || base="$NRL_SUBMIT_DIR/$base"
-  # A requeued job gets a log dir of its own: the first run's logs stay as they were.
-  if ((${SLURM_RESTART_COUNT:-0} > 0)); then name+="-$SLURM_RESTART_COUNT"; fi
-  # Exported where it is set: shellcheck takes a bare `export NRL_LOG_DIR` for an unquoted
-  # use of the user's log dir (SC2090).
-  export NRL_LOG_DIR="$base/$name-logs"
+  open_batch
   # The job's containers (one per node) carry its id: never one an earlier job left.
-  export NRL_CONTAINER_NAME="nrl-$name"
-  if [[ $NRL_CONTAINER_RUNTIME == pyxis && $NRL_LOG_DIR == *[,:]* ]]; then
-    log "the log dir $NRL_LOG_DIR holds ',' or ':', which pyxis cannot mount"
-    exit 1
-  fi
+  export NRL_CONTAINER_NAME="nrl-$NRL_RUN_NAME"
   retry_check_previous
-  local shown submitted
+  local shown
   shown=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || true
-  submitted=$(sed -n 's/.* SubmitTime=\([^ ]*\).*/\1/p' <<<"$shown")
   # When Slurm ends the job: its steps (the driver's) count NeMo RL's save deadline from it.
   NRL_JOB_END_EPOCH=$(job_end_epoch "$shown")
   export NRL_JOB_END_EPOCH
-  start_log_dir job.sbatch "$(date -d "${submitted:-now}" +%s 2>/dev/null || date +%s)"
+  start_log_dir job.sbatch "$(submitted_epoch "$shown")"
   make_ray_token || { end_job "cannot write the job's Ray token into $NRL_LOG_DIR"; phase ended; retry_decide 1; exit 1; }
   # scancel, the time limit, a requeue and preemption send SIGTERM: say so, then let the
   # steps stop Ray.

@@ -13,24 +13,24 @@ from collections.abc import Sequence
 
 from nrl_launch import output
 from nrl_launch.errors import RemoteError, UsageError
-from nrl_launch.remote import ssh
+from nrl_launch.remote import ssh, words
 from nrl_launch.remote.profiles import Remote
+from nrl_launch.remote.words import Word
 
 __all__ = ["follow"]
 
 GIVE_UP_S = 300.0
 
 
-def follow(remote: Remote, args: Sequence[str], job_id: str) -> int:
-    own = list(args[1:])
-    if "--from-byte" in own or any(a.startswith("--from-byte=") for a in own):
+def follow(remote: Remote, typed: Sequence[Word], job_id: str) -> int:
+    """Follow `logs JOBID -f ...` (`typed`: its words after `logs`) there, through drops."""
+    if words.given(typed, "--from-byte"):
         raise UsageError("--from-byte: logs -f over --remote sets it itself, on each reconnect")
     offset = 0
-    tail = _tail(own)
+    tail = words.value(typed, "--tail")
+    own = words.texts(words.without(typed, "--tail"))
     if tail is not None:  # its last lines, and the log's size then: the follow starts there
-        i = own.index("--tail") if "--tail" in own else -1
-        own = own[:i] + own[i + 2 :] if i >= 0 else [a for a in own if not a.startswith("--tail=")]
-        shown = [w for w in own if w not in ("-f", "--follow")]
+        shown = words.texts(words.without(typed, "--tail", "--follow"))
         _, out = ssh.run(
             remote,
             ssh.command_line(remote, ["logs", *shown, "--tail", tail, "--json"]),
@@ -63,15 +63,6 @@ def follow(remote: Remote, args: Sequence[str], job_id: str) -> int:
             f"reconnecting to follow job {job_id} from byte {offset}"
         )
         waits.sleep()
-
-
-def _tail(own: Sequence[str]) -> str | None:
-    for i, arg in enumerate(own):
-        if arg == "--tail" and i + 1 < len(own):
-            return own[i + 1]
-        if arg.startswith("--tail="):
-            return arg.removeprefix("--tail=")
-    return None
 
 
 class _Waits:

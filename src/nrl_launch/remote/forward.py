@@ -7,40 +7,43 @@ that cluster's login node, through the user's own ssh, by the nrl-launch install
   output passed through and their exit code kept.
 - logs -f: reconnects after a dropped connection, where the output stopped (follow.py).
 - attach: a terminal through `ssh -t`. dashboard --open: a held tunnel (tunnel.py).
-- list, status with no JOBID: this machine's jobs and every cluster's, one ssh per cluster
-  (listing.py).
+- list, status with no JOBID (and no option but --json): this machine's jobs and every
+  cluster's, one ssh per cluster (listing.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from nrl_launch import output, runner
 from nrl_launch.errors import UsageError
-from nrl_launch.remote import follow, listing, profiles, records, ssh, sync, tunnel
+from nrl_launch.remote import follow, listing, profiles, records, ssh, sync, tunnel, words
 from nrl_launch.remote.profiles import Remote
+from nrl_launch.remote.words import Word
 
 __all__ = ["route", "take_remote"]
 
-# Commands whose first words name jobs, and options of theirs that take a value.
-_JOB_COMMANDS = {"status", "logs", "attach", "cancel", "stop", "dashboard"}
-_VALUED = {"--node", "--tail", "--port", "--from-byte"}
+# What the forwarder does with a command. Which of its words are options, their values or JOBIDs
+# is for the command's own declaration to say (words.py), never a list here.
 _SUBMITS = {"submit", "run"}  # sync the project and keep it: the job runs it
 _CHECKS = {"render", "plan", "doctor"}  # sync it (a checkout's files), then remove it
+_LISTS = {"list", "status"}  # with no JOBID: every cluster's jobs (listing.py)
 
 
 def take_remote(args: list[str], environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """`--remote X` (or --remote=X) out of the words before `--`; else $NRL_LAUNCH_REMOTE."""
     end = args.index("--") if "--" in args else len(args)
     own, rest, value = [], args[end:], None
-    words = iter(args[:end])
-    for arg in words:
+    given = iter(args[:end])
+    for arg in given:
         if arg == "--remote":
-            value = next(words, None)
+            value = next(given, None)
             if value is None:
                 raise UsageError("--remote: expected a remote's name or an ssh destination")
         elif arg.startswith("--remote="):
@@ -54,14 +57,19 @@ def take_remote(args: list[str], environ: Mapping[str, str]) -> tuple[str | None
     return value, own + rest
 
 
-def route(value: str | None, args: list[str]) -> int | None:
+def route(value: str | None, args: list[str], command_of: Callable[[str], Any]) -> int | None:
     """Run `args` (a command line without --remote) on the remote `value` names, or, without
-    one, on the cluster a named job was submitted to; None: it runs here."""
+    one, on the cluster a named job was submitted to; None: it runs here. `command_of(NAME)`:
+    the CLI's own (click) command NAME, whose options and arguments say what each word is."""
     environ = os.environ
     command = args[0] if args else ""
-    ids = _job_ids(args[1:]) if command in _JOB_COMMANDS else []
+    typed = words.split(words.Grammar.of(command_of(command)), args[1:])
+    ids = words.job_ids(typed)
+    # Every cluster's jobs: list and status with no JOBID and no option but --json.
+    listed = command in _LISTS and not ids
+    listed &= all(w.names == ("--json",) for w in typed if w.kind == "option")
     if value is None:
-        if command in ("list", "status") and not ids and records.clusters(environ):
+        if listed and records.clusters(environ):
             return listing.show(command, args[1:], None)
         remote = _remote_of_jobs(ids)
         if remote is None:
@@ -69,9 +77,9 @@ def route(value: str | None, args: list[str]) -> int | None:
     else:
         remote = profiles.resolve(value, environ)
         ssh.check_installed(remote, environ)
-        if command in ("list", "status") and not ids and "--watch" not in args:
+        if listed:
             return listing.show(command, args[1:], remote)
-    return _forward(remote, args, ids)
+    return _forward(remote, args, typed, ids)
 
 
 def _remote_of_jobs(ids: Sequence[str]) -> Remote | None:
@@ -94,27 +102,10 @@ def _remote_of_jobs(ids: Sequence[str]) -> Remote | None:
     return profiles.load(os.environ).get(name, remote)
 
 
-def _job_ids(words: Sequence[str]) -> list[str]:
-    """The JOBID words of a job command (before `--`; attach: its first only)."""
-    ids: list[str] = []
-    skip = False
-    for arg in words:
-        if arg == "--":
-            break
-        if skip:
-            skip = False
-        elif arg in _VALUED:
-            skip = True
-        elif not arg.startswith("-"):
-            ids.append(arg)
-    return ids
-
-
-def _forward(remote: Remote, args: list[str], ids: Sequence[str]) -> int:
+def _forward(remote: Remote, args: list[str], typed: Sequence[Word], ids: Sequence[str]) -> int:
     command = args[0] if args else ""
-    own = args[: args.index("--")] if "--" in args else args
     if command in _SUBMITS:
-        return _submit(remote, args)
+        return _submit(remote, command, typed)
     if command in _CHECKS:
         return _checked(remote, args)
     if command == "attach":
@@ -122,10 +113,10 @@ def _forward(remote: Remote, args: list[str], ids: Sequence[str]) -> int:
         line = ssh.command_line(remote, args, announce=False)
         argv = ssh.argv(remote, line, tty=bool(tty))
         runner.become(argv, dict(os.environ))
-    if command == "logs" and ({"-f", "--follow"} & set(own)):
-        return follow.follow(remote, args, ids[0] if ids else "")
-    if command == "dashboard" and "--open" in own:
-        return tunnel.hold(remote, args, ids[0] if ids else "")
+    if command == "logs" and words.given(typed, "--follow"):
+        return follow.follow(remote, typed, ids[0] if ids else "")
+    if command == "dashboard" and words.given(typed, "--open"):
+        return tunnel.hold(remote, typed, ids[0] if ids else "")
     code, _ = ssh.run(remote, ssh.command_line(remote, args))
     return code
 
@@ -154,32 +145,29 @@ def _in(there: str, project: sync.Project) -> str:
     return there if rel == "." else f"{there}/{rel}"
 
 
-def _submit(remote: Remote, args: list[str]) -> int:
+def _submit(remote: Remote, command: str, typed: Sequence[Word]) -> int:
     """Sync the checkout, submit from its copy (the remote prints --json), record the job
-    here, print what local submit prints; with --wait, follow it there."""
-    import json
-
-    command = args[0]
-    end = args.index("--") if "--" in args else len(args)
-    own, driver = args[1:end], args[end:]
-    wait = "--wait" in own
-    quiet = "-q" in own or "--quiet" in own
-    as_json = "--json" in own
-    own = [a for a in own if a not in ("--wait", "--json", "-q", "--quiet")]
+    here, print what local submit prints; with --wait, follow it there. The remote submit
+    freezes the copy as a local one freezes the checkout (driver.snapshot), unless told not to."""
+    wait = words.given(typed, "--wait")
+    quiet = words.given(typed, "--quiet")
+    as_json = words.given(typed, "--json")
+    kept = words.without(typed, "--wait", "--json", "--quiet")
+    end = next((i for i, w in enumerate(kept) if w.kind == "end"), len(kept))
     project = sync.find_project(Path.cwd(), command)
     there = sync.upload(remote, project)
-    # The copy is already frozen: the remote's own snapshot of it would be a second copy.
-    extra = ["--no-snapshot"] if command == "submit" else []
-    words = [command, *sync.rewrite([*own, *extra, "--json", *driver], project.root, there)]
-    code, out = ssh.run(
-        remote, ssh.command_line(remote, words, cwd=_in(there, project)), capture=True
+    args = sync.rewrite(
+        [*words.texts(kept[:end]), "--json", *words.texts(kept[end:])], project.root, there
     )
+    line = ssh.command_line(remote, [command, *args], cwd=_in(there, project))
+    code, out = ssh.run(remote, line, capture=True)
     if code != 0:
         if as_json:
             output.write(out)
         return code
     data = json.loads(out)
-    ids = data.get("chain") or [data["job_id"]]
+    # Each id names a file here: only a job id's shape is taken (records.checked_id).
+    ids = [records.checked_id(remote, i) for i in data.get("chain") or [data.get("job_id")]]
     for job_id in ids:
         records.save(
             records.RemoteJob(
@@ -200,7 +188,7 @@ def _submit(remote: Remote, args: list[str]) -> int:
         "commit": project.commit,
         "dirty": project.dirty,
     }
-    job_id = data["job_id"]
+    job_id = ids[0]
     if as_json and not wait:
         output.emit_json(command, data)
     elif quiet:

@@ -2,29 +2,37 @@
 cluster it has submitted to (or the one --remote names) that cluster's own `list --json`, over
 ONE ssh per cluster, all at once; one table with a CLUSTER column ("here": this machine). A
 cluster that cannot be reached is one warning, and the jobs submitted to it from here show as
-UNKNOWN. The cluster's list is shown as it is: every job its nrl-launch has a record of."""
+UNKNOWN. The cluster's list is shown as it is: every job its nrl-launch has a record of.
+
+This machine's jobs come from the API (api.tracking) and the job layer, as `status` has them:
+nothing here imports the CLI, which imports this."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
 from nrl_launch.errors import RemoteError
 from nrl_launch.remote import profiles, records, ssh
 from nrl_launch.remote.profiles import Remote
 
-__all__ = ["merge", "show"]
+if TYPE_CHECKING:
+    from nrl_launch.jobs.status import JobStatus
+
+__all__ = ["merge", "show", "status_json"]
 
 HERE = "here"
 
 
 def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
-    from nrl_launch.cli.status import all_records, status_object
+    # Here only, not for every remote command: reading this machine's jobs loads the job layer.
+    from nrl_launch.api import tracking
     from nrl_launch.jobs import query
 
     environ = os.environ
@@ -35,9 +43,9 @@ def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
         clusters = {n: known.get(n, r) for n, r in records.clusters(environ).items()}
     with ThreadPoolExecutor(max_workers=max(1, len(clusters))) as pool:
         asked = {name: pool.submit(_ask, r) for name, r in clusters.items()}
-        local = all_records()
+        local = tracking.records()
         here = [
-            r.model_dump(mode="json") | {"status": status_object(s)}
+            r.model_dump(mode="json") | {"status": status_json(s)}
             for r, s in zip(local, query.overview(local), strict=True)
         ]
         answers = {name: future.result() for name, future in asked.items()}
@@ -54,6 +62,11 @@ def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
             [_row(job) for job in jobs],
         )
     return 0
+
+
+def status_json(s: JobStatus) -> dict[str, Any]:
+    """A job's status as `status --json` prints it (its phase by name)."""
+    return dataclasses.asdict(s) | {"phase": s.phase.value}
 
 
 def _ask(remote: Remote) -> list[dict[str, Any]] | str:

@@ -6,18 +6,44 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from nrl_launch import paths
-from nrl_launch.errors import StateError, UsageError
+from nrl_launch.errors import RemoteError, StateError, UsageError
 from nrl_launch.remote.profiles import Remote
 
-__all__ = ["RemoteJob", "clusters", "find", "jobs_of", "local_job", "save"]
+__all__ = ["RemoteJob", "checked_id", "clusters", "find", "jobs_of", "local_job", "save"]
 
 SCHEMA_VERSION = 1
+# A job id as a cluster's nrl-launch gives it out: Slurm's (1234; an array task's 1234_5, a
+# heterogeneous job's 1234+1), the local backend's local-<ms>, Lepton's (a-z, 0-9, '-'). It
+# names a file here, so nothing else: no '/', no '..'.
+JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?|local-[0-9]+|[a-z][a-z0-9-]{0,63}")
+_ACCEPTED = (
+    "a Slurm job id (digits; 12_3 or 12+1), local-<digits> or a Lepton job id (a-z, 0-9, '-')"
+)
+
+
+def checked_id(remote: Remote, value: object) -> str:
+    """`value`, a job id the remote's nrl-launch gave, when it is one (it is about to name a
+    file here); else one line."""
+    if isinstance(value, str) and JOB_ID.fullmatch(value):
+        return value
+    raise RemoteError(
+        f"remote {remote.name}: its nrl-launch gave the job id {value!r}, expected {_ACCEPTED}: "
+        f"nothing was recorded here (`nrl-launch --remote {remote.name} list` shows its jobs)"
+    )
+
+
+def _job_id(value: str) -> str:
+    if not JOB_ID.fullmatch(value):
+        raise ValueError(f"expected {_ACCEPTED}")
+    return value
 
 
 class RemoteJob(BaseModel):
@@ -27,7 +53,7 @@ class RemoteJob(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     remote: Remote  # the cluster as it was reached (its profile may change or go later)
-    job_id: str
+    job_id: Annotated[str, AfterValidator(_job_id)]  # names its record's file
     log_dir: str = ""  # on the cluster
     code_dir: str = ""  # the synced copy of the project, on the cluster
     commit: str | None = None  # of the laptop's checkout when it was synced

@@ -1,7 +1,8 @@
 """The project's code, to the cluster: the git checkout holding the cwd (its files as git lists
 them: tracked, and untracked ones not ignored, as they are on disk) streamed as tar through one
 ssh into a new directory of the user's own, `<workdir>/<checkout>-<stamp>-<random>` (0700,
-never reused); and the command's arguments with paths into the checkout pointed at the copy."""
+never reused), under a workdir checked as a log base is (upload.sh: nobody else may write it or
+a dir above it); and the command's arguments with paths into the checkout pointed at the copy."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nrl_launch import paths
 from nrl_launch.errors import RemoteError, UsageError
 from nrl_launch.jobs import snapshot
 from nrl_launch.remote import ssh
 from nrl_launch.remote.profiles import Remote
 
 __all__ = ["Project", "find_project", "rewrite", "upload"]
+
+_REFUSED = "nrl-launch-workdir: "  # upload.sh's line for a workdir others could write
 
 
 @dataclass(frozen=True)
@@ -80,21 +84,30 @@ def _tar(project: Project) -> tempfile._TemporaryFileWrapper[bytes]:
 
 def upload(remote: Remote, project: Project) -> str:
     """Send the checkout to a new dir under the remote's workdir; returns the dir's path on the
-    cluster. The dir is made 0700 by the remote (umask 077), and never one that exists."""
+    cluster. A workdir another user could write (or replace) is refused in one line naming the
+    profile key, before anything is copied (upload.sh)."""
     name = f"{project.root.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    script = Path(__file__).with_name("upload.sh").read_text(encoding="utf-8")
     line = ssh.raw_line(
-        f"umask 077 && mkdir -p {ssh.word(remote.workdir)} && cd {ssh.word(remote.workdir)} "
-        f"&& mkdir {shlex.quote(name)} && cd {shlex.quote(name)} "
-        "&& tar -x -f - --no-same-owner && pwd"
+        f"sh -c {shlex.quote(script)} nrl-launch-sync {ssh.word(remote.workdir)} "
+        f"{shlex.quote(name)}"
     )
     with _tar(project) as spool:
         code, out = ssh.run(remote, line, capture=True, stdin=spool)  # type: ignore[arg-type]
-    if code != 0 or not out.strip():
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if code == 3 and last.startswith(_REFUSED):
+        raise UsageError(
+            f"remote {remote.name}: workdir {remote.workdir}: {last.removeprefix(_REFUSED)}: "
+            "another user could replace the code synced there before the job runs it; set "
+            f"`workdir:` of remote {remote.name} in {paths.remotes_file(os.environ)} to a "
+            "directory only you can write"
+        )
+    if code != 0 or not last:
         raise RemoteError(
             f"remote {remote.name}: the project could not be copied to {remote.workdir}/{name} "
             f"on {remote.host} (exit {code}; its error is above)"
         )
-    return out.strip().splitlines()[-1]
+    return last
 
 
 def rewrite(args: Sequence[str], root: Path, there: str) -> list[str]:

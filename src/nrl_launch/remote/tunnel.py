@@ -1,19 +1,28 @@
-"""`dashboard JOBID --open` with a remote: an `ssh -N -L` tunnel from a port of this machine to
-the job's Ray dashboard (on its head node, through the login node), held until Ctrl-C or the
-job's end; a dropped connection is reopened on the same local port."""
+"""`dashboard JOBID --open` with a remote: an `ssh -N -L` tunnel from this machine to the job's
+Ray dashboard (on its head node, through the login node), held until Ctrl-C or the job's end; a
+dropped connection is reopened behind the same local port.
+
+ssh forwards from a unix socket in a 0700 dir of this user's own; the port the browser opens is
+bound and held by this process (front.py), which pipes it to that socket: nothing else can
+answer on the URL printed, and a --port another program holds is refused in one line."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from nrl_launch import output, runner
 from nrl_launch.backends.base import Phase
 from nrl_launch.errors import RemoteError, UsageError
-from nrl_launch.remote import ssh
+from nrl_launch.remote import ssh, words
+from nrl_launch.remote.front import Front
 from nrl_launch.remote.profiles import Remote
+from nrl_launch.remote.words import Word
 
 __all__ = ["hold"]
 
@@ -21,26 +30,32 @@ _STATUS_EVERY_S = 20.0  # how often the job is asked whether it still runs
 _GIVE_UP_S = 300.0  # reopening stops after this long without a tunnel
 
 
-def hold(remote: Remote, args: Sequence[str], job_id: str) -> int:
-    own = list(args[1:])
-    port_flag = _take(own, "--port")
-    own = [a for a in own if a not in ("--open", "--json")]
+def hold(remote: Remote, typed: Sequence[Word], job_id: str) -> int:
+    """Hold the tunnel for `dashboard JOBID --open ...` (`typed`: its words after `dashboard`)."""
+    asked = _asked_port(words.value(typed, "--port"))
+    own = words.texts(words.without(typed, "--port", "--open", "--json"))
     _, out = ssh.run(remote, ssh.command_line(remote, ["dashboard", *own, "--json"]), capture=True)
     where = json.loads(out)
     target, port = str(where.get("target") or where["head_node"]), int(where["port"])
-    local = _local_port(port_flag, port)
-    forward = f"127.0.0.1:{local}:{target}:{port}"
-    options = ["-N", "-L", forward, "-o", "ExitOnForwardFailure=yes"]
+    front = Front(asked, port)
+    local = front.port
+    sockets = Path(tempfile.mkdtemp(prefix="nrl-tunnel-"))  # 0700, this user's own
+    proc: runner.Piped | None = None
     down_since: float | None = None
     wait = 1.0
     opened = False
+    attempt = 0
     try:
         while True:
+            attempt += 1
+            path = sockets / f"s{attempt}"  # a new one each time: none left over is reused
+            options = ["-N", "-L", f"{path}:{target}:{port}", "-o", "ExitOnForwardFailure=yes"]
             said = ssh.Stderr(show=False)
             proc = runner.Piped(
                 ssh.argv(remote, None, options=options), on_stderr=said, stdout=False
             )
-            if _until_listening(proc, local):
+            if _until_listening(proc, path):
+                front.socket_path = str(path)
                 down_since, wait = None, 1.0
                 if not opened:
                     opened = True
@@ -51,6 +66,7 @@ def hold(remote: Remote, args: Sequence[str], job_id: str) -> int:
                     )
                 if _held(remote, proc, job_id):
                     return 0  # the job has ended
+            front.socket_path = None
             code = proc.stop()
             if _ended(remote, job_id):
                 output.note(f"job {job_id} has ended: tunnel closed")
@@ -70,6 +86,11 @@ def hold(remote: Remote, args: Sequence[str], job_id: str) -> int:
     except KeyboardInterrupt:
         output.note("tunnel closed")
         return 0
+    finally:
+        if proc is not None:
+            proc.stop()
+        front.close()
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def _announce(remote: Remote, where: dict[str, object], local: int) -> None:
@@ -86,50 +107,32 @@ def _announce(remote: Remote, where: dict[str, object], local: int) -> None:
     output.emit_text(text)
 
 
-def _take(own: list[str], flag: str) -> str | None:
-    """The value of `flag` (taken out of `own`), or None."""
-    for i, arg in enumerate(own):
-        if arg == flag and i + 1 < len(own):
-            value = own[i + 1]
-            del own[i : i + 2]
-            return value
-        if arg.startswith(flag + "="):
-            del own[i]
-            return arg.removeprefix(flag + "=")
-    return None
+def _asked_port(flag: str | None) -> int | None:
+    """--port's value, a TCP port (None: not given)."""
+    if flag is None:
+        return None
+    if not flag.isdigit() or not 0 < int(flag) < 65536:
+        raise UsageError(f"--port {flag!r}: expected a TCP port, 1 to 65535")
+    return int(flag)
 
 
-def _local_port(flag: str | None, port: int) -> int:
-    """--port, else the dashboard's own port when it is free here, else any free port."""
-    if flag is not None:
-        if not flag.isdigit() or not 0 < int(flag) < 65536:
-            raise UsageError(f"--port {flag!r}: expected a TCP port, 1 to 65535")
-        return int(flag)
-    for candidate in (port, 0):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            return int(s.getsockname()[1])
-    raise UsageError("--open: no free local port (give one with --port N)")
-
-
-def _until_listening(proc: runner.Piped, local: int) -> bool:
-    """Whether the tunnel came up (its local port accepts); False once ssh has exited."""
+def _until_listening(proc: runner.Piped, path: Path) -> bool:
+    """Whether the tunnel came up (ssh's socket accepts); False once ssh has exited."""
     while proc.poll() is None:
-        if _accepts(local):
+        if path.is_socket() and _accepts(path):
             return True
         time.sleep(0.2)
     return False
 
 
-def _accepts(local: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", local), timeout=1):
-            return True
-    except OSError:
-        return False
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True
 
 
 def _held(remote: Remote, proc: runner.Piped, job_id: str) -> bool:

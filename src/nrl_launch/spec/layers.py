@@ -27,7 +27,6 @@ from nrl_launch.spec.sandbox import (
     RAY_SUB_SANDBOX_ENV,
     ray_sub_sandbox_on,
     sandbox_env_vars,
-    sandbox_mount_problems,
 )
 from nrl_launch.spec.setting import DEFAULT, Resolved, Setting
 
@@ -348,7 +347,4 @@ def load(
         ],
         backend_rules=backend_rules,
     )
-    problems = sandbox_mount_problems(resolved.spec, cwd, environ)
-    if problems:
-        raise ConfigError(problems)
     return resolved
