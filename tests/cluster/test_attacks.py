@@ -487,3 +487,31 @@ def _by_hand(users: Users, args: list[str], env: dict[str, str], name: str) -> s
 
     wait_until(ended, 120)
     return job_id
+
+
+@pytest.mark.parametrize("requeue", ["false", "true"])
+def test_the_secrets_file_goes_as_soon_as_no_run_can_read_it(users: Users, requeue: str) -> None:
+    """Issue 34, finding 9: the file of the secrets' values outlived a cancelled job. A job
+    Slurm never requeues (slurm.requeue false) removes it as soon as its batch step has read
+    it, while it runs; one Slurm may requeue keeps it while it runs (a requeued run reads it),
+    and it is gone once the job is cancelled and over."""
+    state = users.own / f"state-requeue-{requeue}"
+    env = {"NRL_LAUNCH_STATE_DIR": str(state), "HF_TOKEN": f"hf_{uuid.uuid4().hex}"}
+    run = nrl(
+        USER, "run", "--container-runtime", "none", "--log-dir", str(users.own / "logs"),
+        "--time", "5", "--set", "slurm.secrets_via=file", "--set", f"slurm.requeue={requeue}",
+        "--", "sleep", "300", env=env, cwd=users.own,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    job_id = run.stdout.split()[2].rstrip(":")  # "Submitted job 42: sleep 300"
+    scripts = state / "scripts"
+    try:
+        wait_until(lambda: status_of(job_id, env)["phase"] == "RUNNING", 120)
+        if requeue == "false":
+            wait_until(lambda: not list(scripts.glob("*.secrets")), 60)
+        else:
+            assert list(scripts.glob("*.secrets"))
+    finally:
+        nrl(USER, "cancel", job_id, env=env)
+    wait_until(lambda: status_of(job_id, env)["phase"] == "CANCELLED", 120)
+    assert not list(scripts.glob("*.secrets"))

@@ -4,6 +4,7 @@ it as a try ends, and what a spare does when it starts."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nrl_launch.backends import slurm
+from tests.conftest import OTHER_UID
 from tests.helpers import spec
 
 SCRIPT = slurm.plan(spec()).script
@@ -208,3 +210,94 @@ def test_a_spare_goes_on_after_a_try_whose_end_another_try_can_fix(tmp_path: Pat
     done = _spare(tmp_path, None, RAY_LOST)
     assert "going-on" in done.stdout
     assert f"try 1 (job 100) ended: {RAY_LOST}" in done.stdout
+
+
+# ---- A restart dir another user planted (a log base with the sticky bit lets them) ----
+
+PWNED = "driver_started 1+BASH_VERSINFO[$(id>{out})0]\n"
+
+
+def _planted_spare(tmp_path: Path, plant: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Try 2 (job 101) starting after try 1 (job 100), which ended retryable and went on; in the
+    sticky, world-writable log base, another user (OTHER_UID) made `plant`: a newer run's dir,
+    or try 1's own dir, holding a verdict to stop and a timeline whose number is code."""
+    base = tmp_path / "submit"
+    base.mkdir(mode=0o1777)
+    base.chmod(0o1777)
+    out = tmp_path / "pwned"
+    if plant != "100-logs":
+        (base / "100-logs").mkdir(mode=0o700)
+        (base / "100-logs" / "ENDED").write_text(RAY_LOST + "\n")
+    theirs = base / plant
+    theirs.mkdir()
+    (theirs / "ENDED").write_text("the setup command failed on node 1 (node1)\n")
+    (theirs / "timeline").write_text(PWNED.format(out=out))
+    if plant.endswith("-9-logs"):
+        (theirs / "RETRY").write_text("stop||not retried: forged\n")
+    for path in (theirs, *theirs.iterdir()):
+        os.chown(path, OTHER_UID, OTHER_UID)
+    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_SUBMIT_DIR": str(base),
+        "NRL_RETRY": "2 3 100 600",
+        "SLURM_JOB_ID": "101",
+        "SLURM_JOB_NAME": "j",
+    }
+    return _bash("retry_check_previous; echo going-on", env), out
+
+
+@pytest.mark.parametrize("plant", ["100-9-logs", "100-2-logs", "100-logs"])
+def test_a_restart_dir_another_user_planted_is_not_read(tmp_path: Path, plant: str) -> None:
+    """Its forged verdict does not cancel the spare tries, and its timeline runs nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a dir to another user")
+    done, pwned = _planted_spare(tmp_path, plant)
+    assert done.returncode == 0, done.stderr
+    assert "going-on" in done.stdout
+    assert not pwned.exists()
+    assert "scancel" not in _calls(tmp_path)
+
+
+def test_a_verdict_through_a_symlink_is_not_read(tmp_path: Path) -> None:
+    """Try 1's own dir, whose RETRY is a link to a file of another's: not read."""
+    forged = tmp_path / "forged"
+    forged.write_text("stop||not retried: forged\n")
+    base = tmp_path / "submit"
+    (base / "100-logs").mkdir(parents=True)
+    (base / "100-logs" / "RETRY").symlink_to(forged)
+    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_SUBMIT_DIR": str(base),
+        "NRL_RETRY": "2 3 100 600",
+        "SLURM_JOB_ID": "101",
+        "SLURM_JOB_NAME": "j",
+    }
+    done = _bash("retry_check_previous; echo going-on", env)
+    assert "going-on" in done.stdout
+    assert "scancel" not in _calls(tmp_path)
+
+
+def _calls(tmp_path: Path) -> str:
+    calls = tmp_path / "calls"
+    return calls.read_text() if calls.exists() else ""
+
+
+@pytest.mark.parametrize("field", ["driver_started", "driver_ended"])
+def test_a_timeline_number_is_never_run_as_code(tmp_path: Path, field: str) -> None:
+    """A timeline value is a number or nothing: bash's arithmetic would run a $(...) in it."""
+    log_dir = tmp_path / "100-logs"
+    log_dir.mkdir()
+    out = tmp_path / "pwned"
+    code = f"1+BASH_VERSINFO[$(id>{out})0]"
+    started = code if field == "driver_started" else "1000.5"
+    ended = code if field == "driver_ended" else "1005.5"
+    (log_dir / "timeline").write_text(f"driver_started {started}\ndriver_ended {ended}\n")
+    bin_dir = _fakes(tmp_path, "", "RUNNING")
+    done = _bash(
+        f"verdict_of {_q(str(log_dir))} 100 3 600",
+        {"PATH": f"{bin_dir}:/usr/bin:/bin", "NRL_LOG_DIR": str(log_dir)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert not out.exists()

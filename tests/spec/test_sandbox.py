@@ -18,7 +18,11 @@ from typing import Any
 import pytest
 
 from nrl_launch.backends import slurm
-from nrl_launch.spec.sandbox import SANDBOX_ENV_NAMES, SANDBOX_WORKER_PORTS
+from nrl_launch.spec.sandbox import (
+    SANDBOX_ENV_NAMES,
+    SANDBOX_WORKER_PORTS,
+    sandbox_mount_problems,
+)
 from tests.conftest import Cli, shellcheck, source_job
 from tests.helpers import HOSTILE, TEST_DATA, TESTS, spec
 
@@ -689,3 +693,58 @@ def test_a_sandbox_image_file_that_is_not_there_is_refused_before_submitting(
     result = cli(*args[:-1], "sandbox.image=sandbox.sqsh", *CMD)
     assert result.code == 2
     assert "sandbox.image 'sandbox.sqsh': pyxis takes an image for a file only" in result.err
+
+
+@pytest.mark.parametrize("where", ["home", "above", "inside", "state env"])
+def test_a_sandbox_mount_that_shows_the_state_dir_is_refused(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """`sandbox.mounts=[$HOME:/home]` with the secrets in a file: the sandbox (code a model
+    wrote) would read the file of the secrets' values, and every job's script, in nrl-launch's
+    state dir. Refused, one line naming the mount and the state dir, whether the mount holds
+    the state dir or is inside it, wherever NRL_LAUNCH_STATE_DIR puts it."""
+    home = Path(os.environ["HOME"])
+    state = home / ".local" / "state" / "nrl-launch"
+    if where == "state env":
+        state = tmp_path / "elsewhere" / "state"
+        monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(state))
+    source = {
+        "home": home,
+        "above": home.parent,
+        "inside": state / "scripts",
+        "state env": state.parent,
+    }[where]
+    image = ["--set", "sandbox.image=/images/sandbox.sqsh", "--set", "sandbox.command=[x]"]
+    err = refused(
+        cli,
+        *image,
+        "--log-dir",
+        "/lustre/logs",
+        "--set",
+        "slurm.secrets_via=file",
+        "--set",
+        f"sandbox.mounts=[{source}:/home]",
+    )
+    assert (
+        f"sandbox.mounts: {source}:/home shows the sandbox nrl-launch's state dir ({state})" in err
+    )
+    assert "file of its secrets' values" in err
+
+
+def test_sandbox_mount_problems_names_each_mount_once(tmp_path: Path) -> None:
+    """The one check every door calls, on a hand-made spec: a mount that shows both the log
+    dirs and the state dir is one line saying both; a mount of data beside them, none."""
+    home = tmp_path / "home"
+    made = spec(
+        logs={"base_dir": str(home / "logs")},
+        sandbox={
+            "image": "/images/sandbox.sqsh",
+            "command": ["x"],
+            "mounts": [f"{home}:/h", f"{tmp_path / 'data'}:/data"],
+        },
+    )
+    problems = sandbox_mount_problems(made, tmp_path, {"HOME": str(home)})
+    assert len(problems) == 1
+    assert problems[0].startswith(f"sandbox.mounts: {home}:/h shows the sandbox the job's log dirs")
+    assert "and nrl-launch's state dir" in problems[0]
+    assert problems[0].endswith("mount a directory that holds neither")

@@ -100,8 +100,9 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     note = requeue_note(runs, rec.batch_output, waiting=waiting)
     if note:
         detail = f"{detail}; {note}"
-    if phase.terminal and view is not None:
-        # Over for the scheduler: it will not run (or requeue) again. Its secrets file goes.
+    if phase.terminal or view is None:
+        # Over for the scheduler, or forgotten by it (a cancelled or timed-out job, whose own
+        # trap may have kept the file for a requeue): it will not run again. Its secrets file goes.
         Path(f"{rec.script_path}.secrets").unlink(missing_ok=True)
     code = None
     if phase.terminal and view is not None:

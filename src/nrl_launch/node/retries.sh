@@ -79,17 +79,27 @@ job_field() {
   [[ $value == "(null)" ]] || printf '%s' "$value"
 }
 
+# Whether $1 is this job's own (the job's uid owns it) and no symlink: a restart dir, or a file
+# in one, that another user made or swapped in (a log base with the sticky bit lets them make
+# entries) is never read.
+own_entry() { [[ ! -L $1 && -O $1 ]]; }
+
 # The verdict on the try whose log dir is $1 and job id $2, ended with exit code $3; a driver
-# failing within $4 seconds is its own error. Its driver's run time is from its timeline.
+# failing within $4 seconds is its own error. Its driver's run time is from its timeline. Files
+# that are not the job's own are not read; every number is checked as one before bash's
+# arithmetic sees it (which would run a $(...) in it).
 verdict_of() {
   local dir=$1 ended="" state started="" finished="" ran=""
-  [[ ! -e $dir/ENDED ]] || read -r ended <"$dir/ENDED" || true
+  ! own_entry "$dir/ENDED" || read -r ended <"$dir/ENDED" || true
   state=$(job_field "$2" JobState)
-  read -r started finished < <(awk '$1 == "driver_started" { s = $2 } $1 == "driver_ended" { e = $2 }
-    END { print s, e }' "$dir/timeline" 2>/dev/null) || true
-  if [[ $started =~ ^[0-9]+ ]]; then
-    [[ $finished =~ ^[0-9]+ ]] || finished=$EPOCHSECONDS
-    ran=$((${finished%%.*} - ${started%%.*}))
+  if own_entry "$dir/timeline"; then
+    read -r started finished < <(awk '$1 == "driver_started" { s = $2 } $1 == "driver_ended" { e = $2 }
+      END { print s, e }' "$dir/timeline" 2>/dev/null) || true
+  fi
+  started=${started%%.*} finished=${finished%%.*}
+  if [[ $started =~ ^[0-9]+$ ]]; then
+    [[ $finished =~ ^[0-9]+$ ]] || finished=$EPOCHSECONDS
+    ran=$((10#$finished - 10#$started))
   fi
   retry_verdict "$3" "$ended" "$state" "$ran" "$4"
 }
@@ -137,23 +147,29 @@ retry_check_previous() {
   local try tries prev within dir verdict="" node why="" later=()
   read -r try tries prev within <<<"$NRL_RETRY"
   [[ $prev =~ ^[0-9]+$ ]] || return 0
+  [[ $within =~ ^[0-9]+$ ]] || within=600
   local base=$NRL_BASE_LOG_DIR
   [[ $base == /* ]] || base="$SLURM_SUBMIT_DIR/$base"
-  # Its newest run's log dir: a requeued try writes <id>-<N>-logs beside <id>-logs.
-  local run n=-1
+  # Its newest run's log dir: a requeued try writes <id>-<N>-logs beside <id>-logs. Only the
+  # job's own dirs count: one another user planted is never taken for it.
+  local path run n=-1
   dir=$base/$prev-logs
-  for run in "$base/$prev"-*-logs; do
-    run=${run%-logs}
+  for path in "$base/$prev"-*-logs; do
+    run=${path%-logs}
     run=${run##*-}
-    [[ $run =~ ^[0-9]+$ ]] && ((run > n)) && n=$run
+    if [[ $run =~ ^[0-9]+$ ]] && own_entry "$path" && ((10#$run > n)); then
+      n=$((10#$run)) dir=$path
+    fi
   done
-  ((n < 0)) || dir=$base/$prev-$n-logs
-  if [[ -f $dir/RETRY ]]; then
+  if [[ -e $dir || -L $dir ]] && ! own_entry "$dir"; then
+    # Fails closed: no verdict, so this try runs.
+    log "try $try/$tries: not reading $dir: it is not this user's own directory"
+  elif own_entry "$dir/RETRY" && [[ -f $dir/RETRY ]]; then
     IFS='|' read -r verdict node why <"$dir/RETRY" || true
-  elif [[ -f $dir/ENDED ]]; then
+  elif own_entry "$dir/ENDED" && [[ -f $dir/ENDED ]]; then
     # It ended, but its batch step could not decide (its first node died, say): decided here,
     # by the same rules. (Slurm started this try, so that one failed.)
-    IFS='|' read -r verdict node why < <(verdict_of "$dir" "$prev" 1 "${within:-600}")
+    IFS='|' read -r verdict node why < <(verdict_of "$dir" "$prev" 1 "$within")
     [[ $verdict == stop ]] && why="not retried: $why"
   fi
   if [[ $verdict == "done" || $verdict == stop ]]; then

@@ -4,6 +4,7 @@ value given, where it came from and what is accepted (never a pydantic traceback
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,9 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
         key = ".".join(loc)
         source = _source_of(key, merged)
         origin = f" (from {source})" if source else ""
+        if _holds_a_secret_value(loc, err):
+            lines.append(_secret_problem(loc[1], "[key]" in err["loc"], err, origin))
+            continue
         if err["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key{origin}{_did_you_mean(loc)}")
             continue
@@ -39,6 +43,37 @@ def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list
                 got = f"got {err['input']!r}" + (f", from {source}" if source else "")
                 lines.append(f"{key}: {message} ({got})")
     return lines
+
+
+def _holds_a_secret_value(loc: list[str], err: Any) -> bool:
+    """Whether a bad entry under secrets may hold a secret's value: a name given as NAME=VALUE
+    (`--secret HF_TOKEN=hf_...`), or a need that is text but not one of the words
+    (`--set secrets.HF_TOKEN=hf_...`)."""
+    if loc[:1] != ["secrets"] or len(loc) < 2:
+        return False
+    if "[key]" in err["loc"]:
+        return "=" in loc[1]
+    return isinstance(err.get("input"), str)
+
+
+def _secret_problem(name: str, bad_name: bool, err: Any, origin: str) -> str:
+    """The line for a bad entry under secrets that may hold a secret's value: it shows only a
+    name that is one, never the value, and says how a secret is given."""
+    name = name.partition("=")[0]
+    if not _NAME.fullmatch(name):
+        return (
+            "secrets: a secret is given by name, never by value: --secret NAME, with NAME "
+            f"exported in your shell{origin}"
+        )
+    text = _plain_message(err)
+    need = "" if bad_name else f"{text[:1].lower()}{text[1:]}; "
+    return (
+        f"secrets.{name}: {need}a secret is given by name, never by value: export {name} in "
+        f"your shell and give --secret {name}{origin}"
+    )
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 # pydantic's words for a wrong kind of value, in YAML's: YAML has lists and mappings, not

@@ -166,16 +166,23 @@ def reserved_env_name(name: str) -> str | None:
     return None
 
 
-# The words of a variable name that say its value is a credential (OPENAI_API_KEY, GITHUB_TOKEN,
-# DB_PASSWORD): whole words between underscores, so that TOKENIZERS_PARALLELISM is none.
+# The words of a variable name that say its value is a credential (OPENAI_API_KEY, GITHUB_PAT,
+# DB_PASSWORD): whole words between underscores, and TOKEN, SECRET and PASSWORD inside a word
+# too (HFTOKEN, CLIENTSECRET); TOKENIZERS_PARALLELISM (Hugging Face's tokenizers) holds none.
 _CREDENTIAL_WORDS = frozenset(
-    ["TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"]
+    ["TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PAT"]
 )
+_CREDENTIAL_PARTS = ("TOKEN", "SECRET", "PASSWORD")
 
 
 def credential_name(name: str) -> str | None:
     """The word of `name` that says it holds a credential (KEY of OPENAI_API_KEY), or None."""
-    return next((w for w in name.upper().split("_") if w in _CREDENTIAL_WORDS), None)
+    for word in name.upper().split("_"):
+        if word in _CREDENTIAL_WORDS:
+            return word
+        if not word.startswith("TOKENIZER") and any(p in word for p in _CREDENTIAL_PARTS):
+            return word
+    return None
 
 
 def refuse_credentials(names: Iterable[str], key: str, why: str) -> None:

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from nrl_launch import paths
 from nrl_launch.spec.fields import EnvName, Int, NonEmpty, Port, Text, as_text, refuse_credentials
 from nrl_launch.spec.models import Mount
 from nrl_launch.storage import is_under
@@ -43,6 +44,7 @@ __all__ = [
     "exposed_log_mount",
     "ray_sub_sandbox_on",
     "sandbox_env_vars",
+    "sandbox_mount_problems",
 ]
 
 DEFAULT_SANDBOX_PORT = 6000  # ray.sub's NEMO_SKILLS_SANDBOX_PORT: NeMo Skills' nginx
@@ -274,22 +276,47 @@ def check_sandbox(spec: LaunchSpec) -> None:
                 )
 
 
-def exposed_log_mount(spec: LaunchSpec, cwd: Path) -> str | None:
-    """One line naming the sandbox mount that would show the sandbox the job's log dir (the
-    script every node runs, the Ray token): its source is logs.base_dir (taken from `cwd`, where
-    the job is submitted) or a directory above it. None when no mount does."""
+def sandbox_mount_problems(spec: LaunchSpec, cwd: Path, environ: Mapping[str, str]) -> list[str]:
+    """Every sandbox mount that would show the sandbox (code a model wrote) what is the job's
+    alone, one line each (none when the mounts are safe): its source is logs.base_dir or a
+    directory above it (the script every node runs, the Ray token), or it holds or is inside
+    nrl-launch's state dir (paths.state_dir: every job's script and, with slurm.secrets_via
+    file, the secrets' values). `cwd`: where the job is submitted from (a relative
+    logs.base_dir is taken from it); `environ`: the environment that says where the state dir
+    is. Every door that queues or checks a job calls this."""
     if spec.sandbox is None or spec.sandbox.image is None:
-        return None
+        return []
     base = os.path.realpath(cwd / spec.logs.base_dir)
+    state = os.path.realpath(paths.state_dir(environ))
+    found = []
     for mount in spec.sandbox.mounts:
-        source = mount.split(":")[0]
-        if is_under(base, os.path.realpath(source)):
-            return (
-                f"sandbox.mounts: {mount} shows the sandbox the job's log dirs (logs.base_dir "
-                f"{base}), whose job.sbatch every node runs and whose Ray token lets anyone in; "
-                "mount a directory that holds no log dir, or move logs.base_dir"
+        source = os.path.realpath(cwd / mount.split(":")[0])
+        shown, fix = [], []
+        if is_under(base, source):
+            shown.append(
+                f"the job's log dirs (logs.base_dir {base}), whose job.sbatch every node runs "
+                "and whose Ray token lets anyone in"
             )
-    return None
+            fix.append("holds no log dir, or move logs.base_dir")
+        if is_under(state, source) or is_under(source, state):
+            shown.append(
+                f"nrl-launch's state dir ({state}), which holds every job's script and the "
+                "file of its secrets' values (slurm.secrets_via file)"
+            )
+            fix.append("neither holds nor is inside that state dir")
+        if shown:
+            found.append(
+                f"sandbox.mounts: {mount} shows the sandbox {' and '.join(shown)}; mount a "
+                f"directory that {fix[0] if len(fix) == 1 else 'holds neither'}"
+            )
+    return found
+
+
+def exposed_log_mount(spec: LaunchSpec, cwd: Path) -> str | None:
+    """The first of `sandbox_mount_problems`, the state dir where this process's environment
+    says it is (None when no mount shows what is the job's alone). For callers that hold no
+    environment; `sandbox_mount_problems` says every bad mount."""
+    return next(iter(sandbox_mount_problems(spec, cwd, os.environ)), None)
 
 
 def ray_sub_sandbox_on(environ: Mapping[str, str]) -> bool:
