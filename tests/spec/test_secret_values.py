@@ -91,3 +91,27 @@ def test_a_variable_whose_name_only_looks_alike_is_taken(cli: Cli) -> None:
     )
     assert found.code == 0, found.err
     assert "TOKENIZERS_PARALLELISM=false" in found.out
+
+
+@pytest.mark.parametrize(
+    "token", [VALUE, "ghp_a1B2c3D4e5F6g7H8i9J0", "AKIAABCDEFGHIJKLMNOP", "0123456789abcdef" * 2]
+)
+@pytest.mark.parametrize("json", [[], ["--json"]])
+def test_a_credential_given_as_a_secret_s_name_is_never_said_back(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, token: str, json: list[str]
+) -> None:
+    """`--secret hf_...` (the value where the variable's name belongs): refused in one line that
+    does not hold it, with the by-name way shown; nothing written or queued."""
+    found = cli("submit", *json, "--nodes", "1", *SHARED_LOGS, "--secret", token, "--", "x")
+    assert found.code == 2
+    assert token not in found.out + found.err
+    assert "--secret NAME, with NAME exported in your shell" in found.out + found.err
+    assert slurm.calls() == []
+    assert _written(tmp_path) == []
+
+
+def test_a_secret_name_that_only_looks_alike_is_taken() -> None:
+    from nrl_launch.spec.fields import looks_like_a_value
+
+    for name in ("HF_TOKEN", "WANDB_API_KEY", "MY_SECRET_2", "NGC_API_KEY", "hf_home"):
+        assert not looks_like_a_value(name), name

@@ -12,7 +12,7 @@ from nrl_launch import backends, container_checks, output
 from nrl_launch.container_image import Finding
 from nrl_launch.jobs.prequeue import log_base_findings, secret_findings
 from nrl_launch.spec import LaunchSpec
-from nrl_launch.spec.sandbox import exposed_log_mount
+from nrl_launch.spec.sandbox import sandbox_mount_problems
 
 __all__ = ["FROZEN_GIVEN", "checks", "findings", "refuse", "shape_checks"]
 
@@ -44,7 +44,7 @@ def checks(
         spec, backend=backend, on_host=on_host, environ=environ
     )
     found = [
-        *shape_checks(spec, cwd),
+        *shape_checks(spec, cwd, environ),
         ("nemo_rl", [Finding("nemo_rl", p, error=config_error) for p in problems]),
         ("container", [Finding(f.key, f.message, f.error and config_error) for f in containers]),
     ]
@@ -55,15 +55,19 @@ def checks(
     return found
 
 
-def shape_checks(spec: LaunchSpec, cwd: Path) -> list[tuple[str, list[Finding]]]:
+def shape_checks(
+    spec: LaunchSpec, cwd: Path, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, list[Finding]]]:
     """The checks of what the spec itself says, whatever the machine: its frozen code (never
-    given) and its sandbox's mounts (never the log dirs). Loading a spec refuses these first,
-    before anything is said about it (`specs.resolve`)."""
+    given) and its sandbox's mounts (never the log dirs nor the state dir, as `environ` places
+    it). Loading a spec refuses these first, before anything is said about it
+    (`specs.resolve`)."""
+    environ = os.environ if environ is None else environ
     frozen = [Finding("driver.frozen", FROZEN_GIVEN, error=True)] if spec.driver.frozen else []
-    exposed = exposed_log_mount(spec, cwd)
+    exposed = sandbox_mount_problems(spec, cwd, environ)
     return [
         ("driver", frozen),
-        ("sandbox.mounts", [Finding("sandbox.mounts", exposed, error=True)] if exposed else []),
+        ("sandbox.mounts", [Finding("sandbox.mounts", line, error=True) for line in exposed]),
     ]
 
 

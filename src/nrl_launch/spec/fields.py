@@ -26,6 +26,7 @@ __all__ = [
     "check_path_part",
     "check_time",
     "credential_name",
+    "looks_like_a_value",
     "printable",
     "refuse_credentials",
     "reserved_env_name",
@@ -183,6 +184,19 @@ def credential_name(name: str) -> str | None:
         if not word.startswith("TOKENIZER") and any(p in word for p in _CREDENTIAL_PARTS):
             return word
     return None
+
+
+# What a credential's value looks like where a variable's name belongs (`--secret hf_...`): the
+# prefixes Hugging Face, GitHub and AWS give their tokens, or a long run of letters and digits
+# with no word in it (a W&B key is 40 hex digits). Such a "name" is never said back.
+_TOKEN_VALUE = re.compile(
+    r"(hf|gh[pousr]|github_pat)_[A-Za-z0-9_]{8,}|AKIA[0-9A-Z]{12,}|(?=[A-Za-z_]*[0-9])[A-Za-z0-9]{20,}"
+)
+
+
+def looks_like_a_value(name: str) -> bool:
+    """Whether a secret's "name" is a credential's value given in its place."""
+    return _TOKEN_VALUE.fullmatch(name) is not None
 
 
 def refuse_credentials(names: Iterable[str], key: str, why: str) -> None:

@@ -16,6 +16,7 @@ from nrl_launch.spec.fields import (
     EnvName,
     Text,
     as_text,
+    looks_like_a_value,
     refuse_credentials,
 )
 from nrl_launch.spec.models import (
@@ -64,6 +65,12 @@ class LaunchSpec(SpecBase):
         # A list of anything but names is left for validation to refuse (not hashed here).
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             value = dict.fromkeys(value, "required")
+        if isinstance(value, dict) and any(looks_like_a_value(str(n)) for n in value):
+            raise ValueError(
+                "a name given looks like a credential's value, not a variable's name (it is not "
+                "said back): a secret is given by name, never by value: --secret NAME, with "
+                "NAME exported in your shell"
+            )
         if isinstance(value, dict):
             # YAML reads a bare `off` as false: the word meant, as ray.auth takes it.
             value = {name: "off" if need is False else need for name, need in value.items()}

@@ -41,7 +41,6 @@ __all__ = [
     "SANDBOX_WORKER_PORTS",
     "SandboxSpec",
     "check_sandbox",
-    "exposed_log_mount",
     "ray_sub_sandbox_on",
     "sandbox_env_vars",
     "sandbox_mount_problems",
@@ -310,13 +309,6 @@ def sandbox_mount_problems(spec: LaunchSpec, cwd: Path, environ: Mapping[str, st
                 f"directory that {fix[0] if len(fix) == 1 else 'holds neither'}"
             )
     return found
-
-
-def exposed_log_mount(spec: LaunchSpec, cwd: Path) -> str | None:
-    """The first of `sandbox_mount_problems`, the state dir where this process's environment
-    says it is (None when no mount shows what is the job's alone). For callers that hold no
-    environment; `sandbox_mount_problems` says every bad mount."""
-    return next(iter(sandbox_mount_problems(spec, cwd, os.environ)), None)
 
 
 def ray_sub_sandbox_on(environ: Mapping[str, str]) -> bool:
