@@ -27,14 +27,14 @@ def list_jobs(
         from nrl_launch.cli import experiment as experiments
 
         return experiments.show("list", experiment, json=json)
-    from nrl_launch.cli.status import all_records, show_table, status_object
+    from nrl_launch.cli.status import all_records, show_table
     from nrl_launch.jobs import query
 
     records = all_records()
     found = query.overview(records)
     if json:
         jobs = [
-            r.model_dump(mode="json") | {"status": status_object(s)}
+            r.model_dump(mode="json") | {"status": s.as_json()}
             for r, s in zip(records, found, strict=True)
         ]
         output.emit_json("list", {"jobs": jobs})

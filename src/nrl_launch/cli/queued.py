@@ -61,11 +61,11 @@ def report(
         output.emit_text(text)
     if not wait:
         return 0
-    from nrl_launch.cli.status import follow, status_object
+    from nrl_launch.cli.status import follow
 
     code = follow([rec], quiet=quiet or json)
     if json:
         from nrl_launch.jobs import query
 
-        output.emit_json(command, submitted | {"status": status_object(query.statuses([rec])[0])})
+        output.emit_json(command, submitted | {"status": query.statuses([rec])[0].as_json()})
     return code

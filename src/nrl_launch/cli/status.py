@@ -5,7 +5,6 @@ Also the JOBID argument every command takes: a job id or name, completed from th
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -80,7 +79,7 @@ def status(
             return follow(records)
         found = found_jobs.statuses(records)
     if json:
-        jobs = [status_object(s) | code_object(r) for r, s in zip(records, found, strict=True)]
+        jobs = [s.as_json() | code_object(r) for r, s in zip(records, found, strict=True)]
         output.emit_json("status", {"jobs": jobs})
     elif not job_ids:
         show_table(records, found)
@@ -123,11 +122,6 @@ def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None
         for r, s in zip(records, found, strict=True)
     ]
     output.table(["JOBID", "NAME", "NODES", "STATE", "SUBMITTED", "DETAIL"], rows)
-
-
-def status_object(s: JobStatus) -> dict[str, Any]:
-    """One job's status as --json prints it."""
-    return dataclasses.asdict(s) | {"phase": s.phase.value}
 
 
 def code_object(rec: JobRecord) -> dict[str, Any]:

@@ -74,8 +74,6 @@ def stop(
     if json:
         data: dict[str, Any] = {"stopping": stopping, "already_ending": ending}
         if wait:
-            from nrl_launch.cli.status import status_object
-
-            data["jobs"] = [status_object(s) for s in query.statuses(records, tail=0)]
+            data["jobs"] = [s.as_json() for s in query.statuses(records, tail=0)]
         output.emit_json("stop", data)
     return code

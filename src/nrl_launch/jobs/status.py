@@ -9,10 +9,12 @@ until its command starts on node 0, then RUNNING.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nrl_launch import trust
 from nrl_launch.backends import Phase, SchedulerView, state_phase
@@ -111,6 +113,10 @@ class JobStatus:
     def over(self) -> bool:
         """Nothing more will happen to this job: it ended, or Slurm has forgotten it."""
         return self.phase.terminal or (self.phase is Phase.UNKNOWN and self.slurm_state is None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The status as `status --json` prints it (its phase by name)."""
+        return dataclasses.asdict(self) | {"phase": self.phase.value}
 
 
 def run_log_dirs(log_dir: Path) -> list[Path]:

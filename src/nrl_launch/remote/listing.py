@@ -9,7 +9,6 @@ nothing here imports the CLI, which imports this."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -23,9 +22,9 @@ from nrl_launch.remote import profiles, records, ssh
 from nrl_launch.remote.profiles import Remote
 
 if TYPE_CHECKING:
-    from nrl_launch.jobs.status import JobStatus
+    pass
 
-__all__ = ["merge", "show", "status_json"]
+__all__ = ["merge", "show"]
 
 HERE = "here"
 
@@ -45,7 +44,7 @@ def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
         asked = {name: pool.submit(_ask, r) for name, r in clusters.items()}
         local = tracking.records()
         here = [
-            r.model_dump(mode="json") | {"status": status_json(s)}
+            r.model_dump(mode="json") | {"status": s.as_json()}
             for r, s in zip(local, query.overview(local), strict=True)
         ]
         answers = {name: future.result() for name, future in asked.items()}
@@ -62,11 +61,6 @@ def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
             [_row(job) for job in jobs],
         )
     return 0
-
-
-def status_json(s: JobStatus) -> dict[str, Any]:
-    """A job's status as `status --json` prints it (its phase by name)."""
-    return dataclasses.asdict(s) | {"phase": s.phase.value}
 
 
 def _ask(remote: Remote) -> list[dict[str, Any]] | str:
