@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -75,26 +75,6 @@ def _join_filter(values: Any) -> ShellWord:
 class _Loader(jinja2.FileSystemLoader):
     """templates/, as FileSystemLoader loads them, but taking a template's code as compiled
     when the wheel was built (PRECOMPILED_PACKAGE) where that was made from this very source."""
-
-    def get_source(
-        self, environment: jinja2.Environment, template: str
-    ) -> tuple[str, str, Callable[[], bool]]:
-        """A template, or `node/NAME`: a file of the node program (nrl_launch/node/), which the
-        Slurm scripts that run no Ray cluster (a plain command, doctor's probe) include as it is:
-        bash, never read as Jinja."""
-        if not template.startswith("node/"):
-            return super().get_source(environment, template)
-        path = paths.node_dir() / template.removeprefix("node/")
-        if "/" in template.removeprefix("node/") or not path.is_file():
-            raise jinja2.TemplateNotFound(template)
-        text = path.read_text(encoding="utf-8")
-        mtime = path.stat().st_mtime
-        return f"{{% raw %}}{text}{{% endraw %}}", str(path), lambda: path.stat().st_mtime == mtime
-
-    def list_templates(self) -> list[str]:
-        """The templates, and the node program's files as they are included (`node/NAME`)."""
-        node = sorted(f"node/{path.name}" for path in paths.node_dir().glob("*.sh"))
-        return [*super().list_templates(), *node]
 
     def load(
         self,
