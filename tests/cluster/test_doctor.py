@@ -135,10 +135,13 @@ def test_a_job_that_fits_passes_on_its_nodes(
                 "nvcr.io/nvidia/nemo-rl:v0.6.0",
                 "--mount",
                 "/nonexistent/nrl-doctor:/data",
+                "--set",
+                "container.workdir=/data",
             ],
-            {
-                "container.mounts": "source /nonexistent/nrl-doctor does not exist (mount "
-                "/nonexistent/nrl-doctor:/data)"
+            {  # submit's own line (doctor reports what submit would refuse, as submit says it)
+                "container.mounts": "/nonexistent/nrl-doctor:/data: source /nonexistent/"
+                "nrl-doctor does not exist, and pyxis refuses a mount without one on every node; "
+                "create it or fix the mount (--no-check if only the compute nodes have it)"
             },
         ),
     ],

@@ -213,12 +213,13 @@ def local_checks(
 ) -> Iterator[Check]:
     """Every check that runs on this machine, in the order they are printed. `before_queue`:
     what submit's own checks before the queue found (the command has them: they are the
-    API's), each a check of its own."""
+    API's), each a check of its own, in place of doctor's own container check of that key."""
     backend = backends.get(spec.backend)
     if backend.slurm_cluster:  # Slurm can judge the request
         yield from slurm_checks(spec, sources)
-    if backend.shares_files:
-        yield from container_checks(spec, cwd)
+    if backend.shares_files:  # what submit's own checks say of a key, they say alone
+        said = {check.name for check in before_queue}
+        yield from (c for c in container_checks(spec, cwd) if c.name not in said)
     yield from before_queue
     if backend.shares_files:
         yield from dir_checks(spec, cwd)
