@@ -49,6 +49,14 @@ def checks(out: str) -> dict[str, list[str]]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def secrets_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default (optional) secrets set, as a user's shell would have them: else doctor warns
+    that the job runs without them (submit's own warning), and a job that fits is not all ok."""
+    for name in ("HF_TOKEN", "WANDB_API_KEY"):
+        monkeypatch.setenv(name, "set")
+
+
 @pytest.fixture
 def login_only(dev_cluster: None) -> Iterator[Path]:  # noqa: ARG001 - the nodes must be up
     """A dir that exists on this machine only: no node sees it. Under /var/lib/enroot, where
