@@ -119,11 +119,7 @@ def test_unpacked_wheel_renders_from_its_compiled_templates(wheel: Path, tmp_pat
     job = str(EXAMPLES / "grpo-2node.yaml")
     installed = _run_unpacked(wheel, site, _RENDER_AND_SAY_WHENCE, job)
     assert installed.returncode == 0, installed.stderr
-    whence = dict(
-        line.split(" ", 1)
-        for line in installed.stderr.splitlines()
-        if ".j2 " in line
-    )
+    whence = dict(line.split(" ", 1) for line in installed.stderr.splitlines() if ".j2 " in line)
     templates = REPO / "src" / "nrl_launch" / "templates"
     assert set(whence) == {p.name for p in templates.glob("*.j2")}  # every one, compiled
     for name, code_file in whence.items():
