@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nrl_launch import paths
+from nrl_launch import backends, output, paths
 from nrl_launch.container_image import Finding
 from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
@@ -32,8 +32,6 @@ __all__ = [
 def refuse_or_warn(found: Sequence[Finding]) -> None:
     """Raise ConfigError with the errors among `found`, one line each (nothing else is said);
     else say each warning."""
-    from nrl_launch import output
-
     errors = [f.message for f in found if f.error]
     if errors:
         raise ConfigError(errors)
@@ -55,8 +53,6 @@ def launch(
     variables the job gets beside the request's own; `keep`: save the record (a spare try of
     --retries is kept in its run's record instead); `checks`: check the log dir and secrets
     (a sweep's later points skip it: the first's passed, and they differ only in overrides)."""
-    from nrl_launch import backends
-
     backend = backends.get(spec.backend)
     cwd = Path.cwd()
     if checks:  # the log dir is on the backend's storage where it shares no files with us

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
+from nrl_launch.nemorl import config as nemo_config
 from nrl_launch.nemorl import deadline, driver
 from nrl_launch.nemorl.deadline import ddhhmmss_minutes
 from nrl_launch.spec import LaunchSpec
@@ -99,8 +100,6 @@ def prepare(
     source, said, unchecked = _source(resolved)
     cfg = None
     if source is not None:
-        from nrl_launch.nemorl import config as nemo_config  # OmegaConf: only with a config
-
         what = "--config" if source.driver is None else "the driver's --config"
         try:
             cfg = nemo_config.load(source.path, source.overrides, what=what)
