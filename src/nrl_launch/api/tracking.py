@@ -4,6 +4,7 @@ for its end, read or follow its logs, cancel it. The CLI's commands call these (
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
 from collections.abc import Sequence
@@ -134,8 +135,6 @@ def following(
 ) -> Generator[str, None, JobStatus]:
     """The log at `path` as it grows (from its last `tail` lines, or from byte `start`), chunk
     by chunk, until the job has ended and all it wrote was read; returns the job's status."""
-    import codecs
-
     poll = query.StatusPoller([rec])
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,8 +132,6 @@ class LocalBackend:
         return ended
 
     def head_node(self, job: JobRef) -> str:
-        import socket
-
         return socket.gethostname()
 
     def dashboard_host(self, job: JobRef, head: str) -> str:

@@ -15,9 +15,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from nrl_launch import __version__, output
+from nrl_launch import __version__, output, paths
 from nrl_launch.errors import ExitCode, NrlLaunchError
 from nrl_launch.remote.words import Grammar
+from nrl_launch.shell import join
 
 __all__ = ["app", "main"]
 
@@ -256,13 +257,12 @@ def _remote(args: list[str], only: str | None) -> int | None:
     end = args.index("--") if "--" in args else len(args)
     asked = any(a == "--remote" or a.startswith("--remote=") for a in args[:end])
     if not asked and not os.environ.get("NRL_LAUNCH_REMOTE"):
-        from nrl_launch import paths
-
         # Without --remote, only list and a command naming jobs (status...) may go to a cluster.
         if only is None or not (paths.state_dir(os.environ) / "remote").is_dir():
             return None
         if only != "list" and not Grammar.of(_command(only)).names_jobs:
             return None
+    # Only for a command that runs on a cluster: ssh, remotes.yaml (pydantic) stay off --help.
     from nrl_launch.remote import forward
 
     value, args = forward.take_remote(args, os.environ)
@@ -306,8 +306,6 @@ def _driver_hint(exc: typer.TyperException, args: list[str]) -> str:
     """For an option nrl-launch does not have, met after the words of a driver (or command) that
     were given without `--` before them (`render python train.py --lr 3`): where `--` goes.
     (typer carries its own click: its exceptions and parameters are read by their attributes.)"""
-    from nrl_launch.shell import join
-
     option, ctx = getattr(exc, "option_name", None), getattr(exc, "ctx", None)
     params = ctx.command.params if option and ctx is not None else []
     if not any(p.param_type_name == "argument" and p.nargs == -1 for p in params):

@@ -24,7 +24,6 @@ __all__ = [
     "log_base_findings",
     "refuse_or_warn",
     "secret_findings",
-    "write_script",
     "write_secrets",
 ]
 
@@ -80,7 +79,7 @@ def launch(
         request = dataclasses.replace(
             request, environment=(*request.environment, *environment.items())
         )
-    write_script(script, request.script)
+    paths.write_script(script, request.script)
     if request.secrets_file:
         write_secrets(Path(request.secrets_file), request.withheld, os.environ)
     try:
@@ -128,18 +127,6 @@ def write_secrets(path: Path, names: Sequence[str], environ: Mapping[str, str]) 
             f.write(text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the job's secrets ({exc.strerror})") from None
-
-
-def write_script(path: Path, text: str, mode: int = 0o700) -> None:
-    """Write atomically: a reader (or a failed write) never sees half a script. The job's own
-    copy (in the state dir) is the user's alone; `render -o` writes a script where asked,
-    runnable by all (0o755), as it always has."""
-    if not path.parent.is_dir():
-        raise UsageError(f"{path}: directory {path.parent} does not exist")
-    try:
-        paths.write_atomically(path, text, mode=mode)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
 
 
 def _missing(path: Path) -> list[Path]:

@@ -128,6 +128,7 @@ def prepare(
     deadline = _deadline(draft, cfg, time_limited)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
+    # Sizing loads only with a NeMo RL config: render without one stays light (test_imports).
     from nrl_launch.nemorl.layout import compute
 
     layout = compute(cfg.value, cfg.present, cfg.raw)
