@@ -93,7 +93,7 @@ def parse_file(path: Path) -> list[Axis]:
     """`--sweep-file FILE`: a YAML mapping of key -> list of values. Each value is kept as it
     is written (1.0e-6 stays 1.0e-6), since the driver reads it as text. Every bad entry is one
     line naming the file, its line and what is accepted."""
-    import yaml
+    import yaml  # a sweep file is read by submit --sweep alone: status and list load no yaml
 
     flag = f"--sweep-file {path}"
     text = read_config_text(path, flag)
