@@ -82,9 +82,7 @@ class JobFlags:
 
     def inputs(self) -> Inputs:
         """The layers these flags give the spec, for the API's loading (`api.specs`)."""
-        # The spec's reader (yaml, the spec's models) loads when a command reads a spec, not
-        # for its --help (tests/test_imports.py): here and in prepare and resolve below.
-        from nrl_launch.api import specs
+        from nrl_launch.api import specs  # the spec's reader (yaml): not for --help (test_imports)
 
         flags = tuple(Setting(k, v, self.labels[k]) for k, v in self.values.items())
         return specs.Inputs(self.profile, self.job, flags, tuple(self.sets))
