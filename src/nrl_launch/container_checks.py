@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nrl_launch import shell
+from nrl_launch import output, shell
 from nrl_launch.container_image import (
     NO_CHECK,
     Finding,
@@ -185,8 +185,6 @@ def check(
     errors, one line each; nemo_rl.check false (--no-check) makes the errors warnings. When the
     job is refused, only the errors are said: they come first. With `keys`, only the findings
     of those keys (a profile has no submit dir of its own)."""
-    from nrl_launch import output
-
     found = all_findings(spec, backend=backend, on_host=on_host, environ=environ, ray=ray)
     found = [f for f in found if keys is None or f.key in keys]
     errors = [f.message for f in found if f.error]

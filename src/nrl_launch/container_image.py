@@ -10,6 +10,8 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
+from nrl_launch import enroot, runner
+from nrl_launch.errors import SchedulerError
 from nrl_launch.image_ray import ImageRay, image_ray
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.storage import node_local_root
@@ -75,9 +77,6 @@ def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
 def _listing(image: str) -> str | None:
     """The file listing of the squashfs file `image` (`unsquashfs -l`, which reads only its
     directory table), or None when it cannot be listed here."""
-    from nrl_launch import runner
-    from nrl_launch.errors import SchedulerError
-
     try:
         done = runner.run(["unsquashfs", "-l", "-no-progress", image], check=False, timeout=120)
     except SchedulerError:  # not installed, or it took too long
@@ -134,8 +133,6 @@ def image_findings(
 
 def _reference(key: str, image: str) -> list[Finding]:
     """A registry image that enroot could not pull: refused here, not on every node later."""
-    from nrl_launch import enroot
-
     try:
         enroot.parse(image)
     except ValueError as exc:

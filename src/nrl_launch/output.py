@@ -80,7 +80,7 @@ def write(text: str, *, stderr: bool = False) -> None:
 
 
 def emit_json(command: str, data: Mapping[str, Any], *, ok: bool = True) -> None:
-    import json
+    import json  # stdlib, for --json only: not at `import nrl_launch.api`
 
     global _json_printed
     envelope = {"nrl_launch_json": JSON_VERSION, "command": command, "ok": ok, **data}
@@ -108,7 +108,7 @@ def error(message: str) -> None:
 
 def traceback() -> None:
     """The traceback of the exception being handled, on stderr (--debug)."""
-    import traceback
+    import traceback  # stdlib, for --debug alone
 
     traceback.print_exc(file=sys.stderr)
     sys.stderr.flush()
@@ -134,7 +134,7 @@ def warn(message: str) -> None:
 def ask(question: str, *, default: str, parse: Callable[[str], Any]) -> Any:
     """The answer to `question` on stderr (`default` on Enter), as `parse` reads it; `parse`
     raises ValueError for a bad answer, whose message is shown before asking again."""
-    import typer
+    import typer  # the API (nrl_launch.api) never loads typer (test_imports.py)
 
     def checked(text: str) -> Any:
         try:
@@ -149,7 +149,7 @@ def ask(question: str, *, default: str, parse: Callable[[str], Any]) -> Any:
 
 def confirm(question: str) -> bool:
     """Yes or no on stderr; no on Enter."""
-    import typer
+    import typer  # the API (nrl_launch.api) never loads typer (test_imports.py)
 
     return typer.confirm(question, default=False, err=True)
 
@@ -160,6 +160,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         for row in rows:
             emit_text("\t".join(row))
         return
+    # rich draws a table on a terminal only: off every other path (test_imports.py).
     from rich.console import Console
     from rich.table import Table
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from nrl_launch.errors import ConfigError
+from nrl_launch.errors import ConfigError, UsageError
 
 __all__ = [
     "PROFILE_ENV",
@@ -21,6 +24,7 @@ __all__ = [
     "templates_dir",
     "user_profile",
     "write_atomically",
+    "write_script",
 ]
 
 PROFILE_ENV = "NRL_LAUNCH_PROFILE"
@@ -78,8 +82,7 @@ def private_dir(path: Path) -> None:
 def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half,
     and a failed write leaves nothing behind. Raises OSError."""
-    import os
-    import tempfile
+    import tempfile  # stdlib, for a write only: not at `import nrl_launch.api`
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -92,14 +95,22 @@ def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
         raise
 
 
+def write_script(path: Path, text: str, mode: int = 0o700) -> None:
+    """Write atomically: a reader (or a failed write) never sees half a script. The job's own
+    copy (in the state dir) is the user's alone; `render -o` writes a script where asked,
+    runnable by all (0o755), as it always has."""
+    if not path.parent.is_dir():
+        raise UsageError(f"{path}: directory {path.parent} does not exist")
+    try:
+        write_atomically(path, text, mode=mode)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+
+
 def read_text(path: Path) -> str:
     """The UTF-8 text of the regular file `path`. Anything else is refused, not read: a FIFO
     would block until something writes to it, a device might never end.
     Raises OSError (FileNotFoundError, IsADirectoryError, ...) or UnicodeDecodeError."""
-    import errno
-    import os
-    import stat
-
     # O_NONBLOCK: opening a FIFO waits for a writer without it.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

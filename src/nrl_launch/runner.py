@@ -92,7 +92,7 @@ class Piped:
         stdout: bool = True,
         stdin: BinaryIO | None = None,
     ) -> None:
-        import threading
+        import threading  # stdlib, for a streamed run only: not at `import nrl_launch.api`
 
         try:
             self._proc = subprocess.Popen(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -264,6 +265,22 @@ def test_a_bare_command_prints_its_help_exit_0(cli: Cli, args: list[str], has: s
     assert (result.code, result.err) == (0, "")
     assert result.out.startswith("Usage: nrl-launch") and has in result.out
     assert "Examples:\n" in result.out
+
+
+def test_the_listing_of_commands_is_their_own_help(cli: Cli) -> None:
+    # `nrl-launch --help` lists the commands from summaries kept in cli/__init__.py, without
+    # importing them: each is its command's first sentence, and the help reads as the one
+    # typer makes from all the commands.
+    from nrl_launch import cli as package
+
+    full: Any = typer.main.get_command(app)  # typer's own click: read by its attributes
+    context = full.context_class(full, info_name="nrl-launch", **full.context_settings)
+    for name, summary in package._SUMMARIES.items():
+        words = (full.commands[name].help or "").split("\n\n")[0].split()
+        first = next(i for i, word in enumerate(words) if word.endswith("."))
+        assert summary == " ".join(words[: first + 1]), name
+    assert list(package._SUMMARIES) == list(full.commands)
+    assert cli("--help").out == full.get_help(context) + "\n"
 
 
 # ---- cancel of an ended job, dashboard without a port ----

@@ -203,9 +203,9 @@ def submit(spec: Spec, *, snapshot: bool = True) -> Job:
         ConfigError, UsageError: the spec cannot run (nothing is queued).
         SchedulerError: the scheduler refused it.
     """
-    from nrl_launch.api import specs
+    from nrl_launch.api import queueing
 
-    return specs.submit(spec, snapshot=snapshot)
+    return queueing.submit(spec, snapshot=snapshot)
 
 
 @_quiet

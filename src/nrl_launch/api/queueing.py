@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nrl_launch import backends, output, paths
 from nrl_launch.api.checks import findings, refuse, shape_checks
+from nrl_launch.api.specs import Spec, prepared_of
 from nrl_launch.errors import ConfigError, NrlLaunchError, UsageError
 from nrl_launch.jobs import record, retries, sweep
 from nrl_launch.jobs import snapshot as snapshots
@@ -25,7 +26,7 @@ from nrl_launch.nemorl.job import Prepared
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.models import FrozenCode
 
-__all__ = ["Order", "Point", "Queued", "chained", "queue"]
+__all__ = ["Order", "Point", "Queued", "chained", "order_of", "queue", "submit"]
 
 
 @dataclass(frozen=True)
@@ -246,3 +247,18 @@ def _cancel_half(
         f"{point.label} was not queued ({what}); cancelled the {len(records)} queued before "
         f"it ({ids}): the sweep is not run by halves"
     )
+
+
+def order_of(spec: Spec, *, snapshot: bool = True) -> Order:
+    """The order that queues `spec` once it names a driver (or is interactive): one job, or a
+    --retries run. Its config's problems, like every other check, are `queue`'s."""
+    if spec._no_driver is not None:
+        raise ConfigError([spec._no_driver])
+    prepared = replace(prepared_of(spec), spec=spec.launch, problems=spec.problems)
+    return Order((Point(prepared),), snapshot=snapshot)
+
+
+def submit(spec: Spec, *, snapshot: bool = True) -> record.JobRecord:
+    """Queue `spec` (the one queueing core, `queue`): one job, or a --retries run;
+    its record."""
+    return queue(order_of(spec, snapshot=snapshot)).records[-1]

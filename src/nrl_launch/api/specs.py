@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nrl_launch import output
+from nrl_launch import backends, output, trust
+from nrl_launch.api import checks
+from nrl_launch.backends import rules
 from nrl_launch.errors import ConfigError
+from nrl_launch.jobs import snapshot
+from nrl_launch.nemorl import job as nemorl_job
+from nrl_launch.nemorl.job import Prepared
+from nrl_launch.spec import layers, lint
+from nrl_launch.spec.setting import Resolved
 
 if TYPE_CHECKING:
-    from nrl_launch.api.queueing import Order
     from nrl_launch.backends import Request
-    from nrl_launch.jobs.record import JobRecord
-    from nrl_launch.nemorl.job import Prepared
     from nrl_launch.nemorl.layout import Layout, NodeRole
     from nrl_launch.spec import LaunchSpec
-    from nrl_launch.spec.layers import Resolved, Setting
+    from nrl_launch.spec.layers import Setting
 
 __all__ = [
     "Inputs",
@@ -32,15 +36,14 @@ __all__ = [
     "Spec",
     "base_of",
     "load",
-    "order_of",
     "plan_of",
     "prepare",
+    "prepared_of",
     "request",
     "resolve",
     "runnable",
     "shown",
     "spec_of",
-    "submit",
 ]
 
 # The first words of the one problem a spec that names no driver has (an interactive job runs
@@ -67,10 +70,6 @@ def resolve(
     `base`, a command's own defaults). Without `need_driver`, a spec that names no driver is
     read as an interactive job (doctor and plan run none). Without `ray`, the job starts no Ray
     (run, pull): no warning about what only Ray reads."""
-    from nrl_launch import backends
-    from nrl_launch.api import checks
-    from nrl_launch.backends import rules
-    from nrl_launch.spec import layers, lint  # pydantic and yaml load here, not for --help
 
     def load(base: Sequence[Setting]) -> Resolved:
         return layers.load(
@@ -105,14 +104,11 @@ def prepare(
     """The spec with its NeMo RL config applied (sized, checked, driver command built); the
     warnings (and with `notes`, what was derived) are said. `check` None: refuse a config that
     does not fit unless nemo_rl.check is false (--no-check), and then warn about its problems."""
-    from nrl_launch import backends
-    from nrl_launch.backends import rules
-    from nrl_launch.nemorl.job import prepare
-    from nrl_launch.spec import lint
-
     resolved = resolve(inputs, need_driver=need_driver)
     time_limited = backends.time_limited(resolved.spec.backend)
-    prepared = prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=check)
+    prepared = nemorl_job.prepare(
+        resolved, time_limited=time_limited, backend_rules=rules.check, check=check
+    )
     for warning in lint.training_warnings(resolved):
         output.warn(warning)
     for note in prepared.notes if notes else ():
@@ -168,7 +164,6 @@ def base_of(spec: Spec) -> Resolved:
     inputs, prepared = spec._inputs, spec._prepared
     if inputs is not None and prepared is not None and prepared.spec == spec.launch:
         return resolve(inputs)  # not changed since it was loaded
-    from nrl_launch.spec.setting import Resolved
 
     return Resolved(spec.launch, {})
 
@@ -224,9 +219,7 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as plain data: what `nrl-launch plan --json` prints."""
-        from dataclasses import asdict
-
-        layout, prepared, spec = self.layout, _prepared(self.spec), self.spec.launch
+        layout, prepared, spec = self.layout, prepared_of(self.spec), self.spec.launch
         if layout is None:  # no NeMo RL config was read: nothing laid out
             return {"config": None, "layout": None, "problems": list(self.problems)}
         return {
@@ -258,16 +251,14 @@ class Plan:
 def plan_of(spec: Spec) -> Plan:
     """The plan of `spec`: its config was read when it was loaded; beside the config's
     problems, every other reason submit would refuse it (`checks.checks`)."""
-    from nrl_launch.api import checks
-
-    prepared = _prepared(spec)
+    prepared = prepared_of(spec)
     layout = prepared.layout
     return Plan(
         spec=spec,
         layout=layout,
         problems=prepared.problems,
         refused=tuple(f.message for f in checks.findings(spec.launch) if f.error),
-        roles=tuple(_node_roles(spec.launch, layout)) if layout else (),
+        roles=tuple(layout.node_roles(spec.launch.ray.dedicated_head)) if layout else (),
         config=prepared.config,
         overrides=prepared.overrides,
         injected=prepared.injected,
@@ -275,47 +266,26 @@ def plan_of(spec: Spec) -> Plan:
     )
 
 
-def _prepared(spec: Spec) -> Prepared:
+def prepared_of(spec: Spec) -> Prepared:
     """How `spec` was read with its NeMo RL config; for a Spec made by hand, as one without."""
     if spec._prepared is not None:
         return spec._prepared
-    from nrl_launch.nemorl.job import Prepared
 
     return Prepared(spec=spec.launch, problems=spec.problems, notes=spec.notes)
-
-
-def _node_roles(spec: LaunchSpec, layout: Layout) -> list[NodeRole]:
-    """What each Slurm node of the job does, by its index in the job (as attach and logs name
-    it): with a dedicated head, node 0 is the head and the GPU nodes follow it."""
-    if not spec.ray.dedicated_head:
-        return list(layout.nodes_layout)
-    from dataclasses import replace
-
-    from nrl_launch.nemorl.layout import NodeRole
-
-    head = NodeRole(0, "ray-head", 0, 0)
-    return [head, *(replace(role, node=role.node + 1) for role in layout.nodes_layout)]
 
 
 def request(spec: LaunchSpec, script_path: str | None = None) -> Request:
     """What `render` shows for `spec`, a dry run (in CI too: the checks that need the cluster's
     filesystem wait for submit); `script_path`: where the script will be written."""
-    from nrl_launch import backends
-    from nrl_launch.api import checks
-
     backend = backends.get(spec.backend)
     errors = checks.refuse(checks.findings(spec, on_host=False))  # as submit's, bar files
     if errors:
         raise ConfigError(errors)
     if backend.shares_files:
-        from nrl_launch import trust
-
         problem = trust.log_base_problem(spec.logs.base_dir, Path.cwd())
         if problem:
             output.warn(f"{problem} (submit refuses it)")
         if spec.driver.snapshot and spec.driver.command and not spec.interactive:
-            from nrl_launch.jobs import snapshot
-
             # What submit would freeze, read (git), not copied; silent outside a checkout.
             line = snapshot.describe(spec, Path.cwd())
             if line.startswith("submit freezes"):
@@ -327,22 +297,3 @@ def shown(request: Request) -> str:
     """The request as `render` shows it: the job script; on a backend with an API (Lepton),
     the job sent first, then its script."""
     return f"{request.job_spec}\n\n{request.script}" if request.job_spec else request.script
-
-
-def order_of(spec: Spec, *, snapshot: bool = True) -> Order:
-    """The order that queues `spec` once it names a driver (or is interactive): one job, or a
-    --retries run. Its config's problems, like every other check, are `queueing.queue`'s."""
-    from nrl_launch.api import queueing
-
-    if spec._no_driver is not None:
-        raise ConfigError([spec._no_driver])
-    prepared = replace(_prepared(spec), spec=spec.launch, problems=spec.problems)
-    return queueing.Order((queueing.Point(prepared),), snapshot=snapshot)
-
-
-def submit(spec: Spec, *, snapshot: bool = True) -> JobRecord:
-    """Queue `spec` (the one queueing core, `queueing.queue`): one job, or a --retries run;
-    its record."""
-    from nrl_launch.api import queueing
-
-    return queueing.queue(order_of(spec, snapshot=snapshot)).records[-1]

@@ -4,14 +4,17 @@ for its end, read or follow its logs, cancel it. The CLI's commands call these (
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nrl_launch import output, paths
+from nrl_launch import backends, output, paths
 from nrl_launch.errors import JobNotFoundError, SchedulerError, UsageError
+from nrl_launch.jobs import query, record, retries
+from nrl_launch.jobs.status import find_log_dir, main_log
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -39,15 +42,12 @@ def record_of(job: JobRecord | str) -> JobRecord:
     """The record of `job`: itself, or the job a job id (or a name only one job has) names."""
     if not isinstance(job, str):
         return job
-    from nrl_launch.jobs import record
 
     return record.load(job, paths.state_dir(os.environ))
 
 
 def records() -> list[JobRecord]:
     """Every readable record, newest first; a warning for each unreadable one."""
-    from nrl_launch.jobs import record
-
     found, warnings = record.load_all(paths.state_dir(os.environ))
     for warning in warnings:
         output.warn(warning)
@@ -57,8 +57,6 @@ def records() -> list[JobRecord]:
 def statuses(jobs: Sequence[JobRecord]) -> list[JobStatus]:
     """Each job's status (one scheduler query per backend); a requeued job's record keeps
     every run's log dir from then on."""
-    from nrl_launch.jobs import query
-
     found = query.statuses(jobs)
     remember_runs(jobs, found)
     return found
@@ -67,8 +65,6 @@ def statuses(jobs: Sequence[JobRecord]) -> list[JobStatus]:
 def remember_runs(jobs: Sequence[JobRecord], found: Sequence[JobStatus]) -> None:
     """A requeued job's record keeps every run's log dir, not just the first, once its status
     (`found`, each job's) has shown them."""
-    from nrl_launch.jobs import record
-
     for rec, s in zip(jobs, found, strict=True):
         if len(s.log_dirs) > 1 and s.log_dirs != rec.runs:
             record.save(rec.model_copy(update={"runs": s.log_dirs}), paths.state_dir(os.environ))
@@ -77,8 +73,6 @@ def remember_runs(jobs: Sequence[JobRecord], found: Sequence[JobStatus]) -> None
 def wait(rec: JobRecord, *, timeout: float | None, poll: float) -> JobStatus:
     """The job's status once it has ended (polls `poll` seconds apart at most, one squeue
     each); TimeoutError after `timeout` seconds (None: no limit)."""
-    from nrl_launch.jobs import query
-
     waits = query.Backoff(first_s=min(1.0, poll), most_s=poll, step_s=1.0)
     found = query.StatusPoller([rec]).wait_until(lambda found: found[0].over, timeout, waits)
     if found is None:
@@ -89,8 +83,6 @@ def wait(rec: JobRecord, *, timeout: float | None, poll: float) -> JobStatus:
 def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
     """driver (or None) -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log;
     a plain job (run, pull) has one log, job.log."""
-    from nrl_launch.jobs.status import main_log
-
     if rec.kind == "plain":
         if node is not None:
             raise UsageError(
@@ -107,9 +99,6 @@ def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
 def current_log(rec: JobRecord, node: str | None) -> tuple[JobRecord, Path]:
     """The job a log is read of (a --retries run's current try) and the log's path in its
     newest run's log dir."""
-    from nrl_launch.jobs import query
-    from nrl_launch.jobs.status import find_log_dir
-
     rec = query.current_try(rec)
     return rec, log_file(find_log_dir(Path(rec.log_dir)), node, rec)
 
@@ -120,8 +109,6 @@ def read_log(
     """Where one of the job's logs is (None: its scheduler's log store), its text from byte
     `start` (the last `tail` lines of that), and its size as read (None: not a file here),
     where a follow would go on from."""
-    from nrl_launch import backends
-
     rec, path = current_log(rec, node)
     backend = backends.get(rec.backend)
     if not backend.shares_files and not path.is_file():
@@ -148,10 +135,6 @@ def following(
 ) -> Generator[str, None, JobStatus]:
     """The log at `path` as it grows (from its last `tail` lines, or from byte `start`), chunk
     by chunk, until the job has ended and all it wrote was read; returns the job's status."""
-    import codecs
-
-    from nrl_launch.jobs import query
-
     poll = query.StatusPoller([rec])
     # Bytes are counted as read; a character split across two reads is decoded whole.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -198,9 +181,6 @@ def _read_from(path: Path, offset: int) -> bytes | None:
 def cancel(jobs: Sequence[JobRecord]) -> tuple[list[str], dict[str, str]]:
     """Cancel the jobs (a --retries run: every try, the pending spares too). Returns the ids
     cancelled, and those that had already ended with how; each of those is warned about."""
-    from nrl_launch import backends
-    from nrl_launch.jobs import query, record, retries
-
     ended: dict[str, str] = {}  # job id -> how it ended
     try:
         for rec, found in zip(jobs, query.statuses(jobs, tail=0, causes=False), strict=True):
@@ -223,8 +203,6 @@ def follow_log(
 ) -> Generator[str, None, JobStatus]:
     """`following` the log at `path` of `rec` (a current try: `current_log`); a backend whose
     logs are not on this machine cannot be followed (one line)."""
-    from nrl_launch import backends
-
     if not backends.get(rec.backend).shares_files and not path.is_file():
         raise UsageError(
             f"--follow: job {rec.job_id} runs on {rec.backend}, whose logs this machine reads "

@@ -43,18 +43,21 @@ __all__ = [
 
 
 def _slurm() -> Backend:
+    # Each backend's module loads when it is asked for: its templates (jinja2) stay off plan.
     from nrl_launch.backends.slurm import BACKEND
 
     return BACKEND
 
 
 def _local() -> Backend:
+    # As _slurm: loaded when asked for (a local job's templates, jinja2).
     from nrl_launch.backends.local import BACKEND
 
     return BACKEND
 
 
 def _lepton() -> Backend:
+    # As _slurm: loaded when asked for (Lepton's templates; its SDK loads inside it).
     from nrl_launch.backends.lepton import BACKEND
 
     return BACKEND

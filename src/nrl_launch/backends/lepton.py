@@ -15,6 +15,7 @@ the functions that need it: it takes most of a second to import, and no other ba
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -95,8 +96,6 @@ _HEREDOC_END = "NRL_LAUNCH_END_OF_JOB_SCRIPT"
 def unique_name(name: str) -> str:
     """`name` with the suffix submit adds (rules.LEPTON_NAME_SUFFIX characters: '-' and five
     random hex digits), so that every job, and its log dir, has a name of its own."""
-    import secrets
-
     return f"{name}-{secrets.token_hex(3)[:5]}"
 
 

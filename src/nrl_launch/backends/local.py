@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from nrl_launch import __version__
+from nrl_launch import __version__, runner
 from nrl_launch.backends.base import (
     JobRef,
     Request,
@@ -111,8 +112,6 @@ class LocalBackend:
         return f"{job_id}.out"
 
     def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
-        from nrl_launch import runner
-
         # The job's bash gets this environment and the request's own variables (the spec).
         env = {**os.environ, **dict(request.environment)}
         pid = runner.spawn(list(request.argv), cwd=cwd, output=output, env=env)
@@ -133,8 +132,6 @@ class LocalBackend:
         return ended
 
     def head_node(self, job: JobRef) -> str:
-        import socket
-
         return socket.gethostname()
 
     def dashboard_host(self, job: JobRef, head: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nrl_launch import __version__
+from nrl_launch import __version__, runner
 from nrl_launch.backends.base import (
     JobRef,
     Request,
@@ -330,8 +330,6 @@ def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
 
 
 def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
-    from nrl_launch import runner
-
     ids = ",".join(job_ids)
     try:
         plain = runner.run(["sacct", "-n", "-P", "-X", "-j", ids, "-o", SACCT_FIELDS], check=False)
@@ -346,8 +344,6 @@ def _sacct(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
 
 
 def _scontrol(job_id: str) -> dict[str, SchedulerView]:
-    from nrl_launch import runner
-
     try:
         shown = runner.run(["scontrol", "show", "job", "-o", job_id], check=False)
     except SchedulerError:
@@ -358,8 +354,6 @@ def _scontrol(job_id: str) -> dict[str, SchedulerView]:
 def scheduler_views(job_ids: Sequence[str]) -> dict[str, SchedulerView]:
     """Slurm's view of each job: one squeue call for all of them, then one sacct call for those
     that have finished (squeue shows no exit code and forgets jobs after MinJobAge)."""
-    from nrl_launch import runner
-
     if not job_ids:
         return {}
     argv = ["squeue", "-h", "--states=all", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT]
@@ -411,8 +405,6 @@ class SlurmBackend:
         return batch_output(job_id)
 
     def submit(self, request: Request, *, job_id: str, cwd: Path, output: Path) -> Submitted:
-        from nrl_launch import runner
-
         # The job's output file (slurm-<JOBID>.out), which Slurm makes with the umask sbatch
         # was run with, is its owner's alone, as the job's own files are. Secrets that travel
         # in a file are not in the environment Slurm keeps. The request's own variables (the
@@ -436,16 +428,12 @@ class SlurmBackend:
         return scheduler_views([job.job_id for job in jobs])
 
     def cancel(self, jobs: Sequence[JobRef]) -> list[str]:
-        from nrl_launch import runner
-
         # Each job's own trap stops Ray on every node and records the cancel.
         runner.run(["scancel", *(job.job_id for job in jobs)])
         return []
 
     def head_node(self, job: JobRef) -> str:
         """The first of Slurm's node list."""
-        from nrl_launch import runner
-
         view = scheduler_views([job.job_id]).get(job.job_id)
         if view is None or not view.nodes:
             raise JobNotRunningError(f"Slurm gives no nodes for job {job.job_id}: is it running?")

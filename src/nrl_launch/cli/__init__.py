@@ -1,8 +1,9 @@
 """The nrl-launch command line: wiring, and the one place errors become exit codes.
 
 Each command lives in its own module, and a run imports and builds only the command it runs
-(`_app`); heavy modules (pydantic, jinja2, yaml, rich) are imported inside the commands, so that
-`--help` stays fast. `ray` is never imported here.
+(`_app`): this is where nrl-launch is lazy. `nrl-launch --help` lists the commands from their
+summaries here (`_listing`) and imports none of them, so a command's module imports what it
+needs at its top. `ray` is never imported here.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from nrl_launch import __version__, output
+from nrl_launch import __version__, output, paths
 from nrl_launch.errors import ExitCode, NrlLaunchError
 from nrl_launch.remote.words import Grammar
+from nrl_launch.shell import join
 
 __all__ = ["app", "main"]
 
@@ -38,6 +40,61 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "doctor"),
     "init": ("init", "init"),
     "config": ("config", "app"),
+}
+
+
+# Each command's summary, as `nrl-launch --help` lists it: the first sentence of its help (of
+# which click shows no more), kept here so that listing the commands imports none of them
+# (tests/cli/test_commands.py holds each to its command's own).
+_SUMMARIES: dict[str, str] = {
+    "submit": "Submit the job to Slurm and record it; prints the job id.",
+    "run": (
+        "Run a command once on every node (srun, one task per node), without Ray; prints the "
+        "job id."
+    ),
+    "pull": (
+        "Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); "
+        "prints the job id."
+    ),
+    "status": (
+        "Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it "
+        "ended; with no JOBID, every job submitted from here."
+    ),
+    "logs": (
+        "Print the driver's log (or the head's, or worker K's) from the job's log dir; for a "
+        "plain job (run, pull), its command's output."
+    ),
+    "attach": (
+        "Open a shell (or run CMD) on a node of a running job, in the job's container and "
+        "environment, with RAY_ADDRESS set to its Ray cluster; exits with CMD's exit code."
+    ),
+    "stop": (
+        "Stop jobs gracefully: a batch job's driver gets SIGTERM (and 30 s), Ray stops on "
+        "every node, and the job ends COMPLETED."
+    ),
+    "cancel": "Cancel jobs; each job stops Ray on every node and records why it ended.",
+    "dashboard": (
+        "Print the head node, the dashboard port and the `ssh -L` command for a laptop; with "
+        "--remote and --open, hold that tunnel from the laptop."
+    ),
+    "list": (
+        "List the jobs submitted from here with their state (as nrl-launch status with no job"
+        " id): one scheduler query for them all."
+    ),
+    "render": (
+        "Print the whole job script (its header holds the sbatch command; on Lepton, the job "
+        "spec comes first); nothing is submitted or written."
+    ),
+    "plan": "Print the Slurm allocation a NeMo RL config needs and its per-node GPU layout.",
+    "doctor": (
+        "Check the job against the cluster: Slurm, partition, account, nodes, GPUs, "
+        "container, mounts, and the log and cache dirs."
+    ),
+    "init": (
+        "Write a profile (account, partition, GPUs per node and how to ask for them, read "
+        "from the cluster; container, mounts and log dir) that later commands read."
+    ),
+    "config": "Inspect the effective job spec.",
 }
 
 
@@ -87,11 +144,8 @@ def _no_argument_type(argument: Any, ctx: Any) -> None:
     del argument, ctx
 
 
-@functools.cache
-def _app(only: str | None = None) -> typer.Typer:
-    """The CLI with every command, or with `only` that one command: all a run of it needs.
-    Typer reads the signature of every command it is given, and importing and reading them
-    all costs more than most commands take to run."""
+def _root_app() -> typer.Typer:
+    """The CLI with its root options and no command yet."""
     app = typer.Typer(
         name="nrl-launch",
         help="Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec.",
@@ -104,6 +158,15 @@ def _app(only: str | None = None) -> typer.Typer:
     )
     typer.core.TyperArgument.display_type_rich = _no_argument_type  # type: ignore[method-assign,assignment]
     app.callback(invoke_without_command=True)(_root)
+    return app
+
+
+@functools.cache
+def _app(only: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with `only` that one command: all a run of it needs.
+    Typer reads the signature of every command it is given, and importing and reading them
+    all costs more than most commands take to run."""
+    app = _root_app()
     for name, (module_name, function) in _COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -115,6 +178,21 @@ def _app(only: str | None = None) -> typer.Typer:
             app.add_typer(module.app, name=name)
         else:
             app.command(name, epilog=_epilog(module.EXAMPLES))(getattr(module, function))
+    return app
+
+
+def _listed() -> None:
+    """A command as `nrl-launch --help` lists it; one that runs is built by `_app`."""
+    raise AssertionError("a listed command is never run")
+
+
+@functools.cache
+def _listing() -> typer.Typer:
+    """The CLI as `nrl-launch --help` shows it (and a word that is no command meets it): each
+    command by its name and summary, none of their modules imported."""
+    app = _root_app()
+    for name in _COMMANDS:
+        app.command(name, help=_SUMMARIES[name])(_listed)
     return app
 
 
@@ -141,14 +219,17 @@ def main(argv: list[str] | None = None) -> NoReturn:
     output.reset()
     try:
         # A command's name is the first word (--debug is out; the root's other options end the
-        # run): only that command is built. Anything else (--help, a typo) gets them all.
+        # run): only that command is built. Anything else (--help, a typo) gets the listing of
+        # them all; shell completion, which may complete any command's options, gets them all.
         only = args[0] if args and args[0] in _COMMANDS else None
+        completing = "_NRL_LAUNCH_COMPLETE" in os.environ
+        cli = _app(only) if only is not None or completing else _listing()
         with output.as_command():  # its warnings print, also those of the API it calls
             routed = _remote(args, only)
             result = (
                 routed
                 if routed is not None
-                else typer.main.get_command(_app(only)).main(
+                else typer.main.get_command(cli).main(
                     args, prog_name="nrl-launch", standalone_mode=False
                 )
             )
@@ -176,13 +257,12 @@ def _remote(args: list[str], only: str | None) -> int | None:
     end = args.index("--") if "--" in args else len(args)
     asked = any(a == "--remote" or a.startswith("--remote=") for a in args[:end])
     if not asked and not os.environ.get("NRL_LAUNCH_REMOTE"):
-        from nrl_launch import paths
-
         # Without --remote, only list and a command naming jobs (status...) may go to a cluster.
         if only is None or not (paths.state_dir(os.environ) / "remote").is_dir():
             return None
         if only != "list" and not Grammar.of(_command(only)).names_jobs:
             return None
+    # Only for a command that runs on a cluster: ssh, remotes.yaml (pydantic) stay off --help.
     from nrl_launch.remote import forward
 
     value, args = forward.take_remote(args, os.environ)
@@ -226,8 +306,6 @@ def _driver_hint(exc: typer.TyperException, args: list[str]) -> str:
     """For an option nrl-launch does not have, met after the words of a driver (or command) that
     were given without `--` before them (`render python train.py --lr 3`): where `--` goes.
     (typer carries its own click: its exceptions and parameters are read by their attributes.)"""
-    from nrl_launch.shell import join
-
     option, ctx = getattr(exc, "option_name", None), getattr(exc, "ctx", None)
     params = ctx.command.params if option and ctx is not None else []
     if not any(p.param_type_name == "argument" and p.nargs == -1 for p in params):

@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
-from nrl_launch import paths
+from nrl_launch import paths, runner
 from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import JobNotRunningError
+from nrl_launch.jobs import query, record
+from nrl_launch.jobs.status import find_log_dir
 
 EXAMPLES = """\
 Examples:
@@ -45,9 +47,6 @@ def attach(
     """Open a shell (or run CMD) on a node of a running job, in the job's container and
     environment, with RAY_ADDRESS set to its Ray cluster; exits with CMD's exit code."""
     del json  # main() prints an error as JSON; CMD's own output is CMD's
-    from nrl_launch import runner
-    from nrl_launch.jobs import query, record
-    from nrl_launch.jobs.status import find_log_dir
 
     rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "attach")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from nrl_launch import output
+from nrl_launch.api import tracking
+from nrl_launch.cli.experiment import records as of_experiment
 from nrl_launch.cli.options import Json
 from nrl_launch.cli.status import job_argument
 from nrl_launch.cli.sweep_options import ExperimentFilter
@@ -25,12 +27,8 @@ def cancel(
 ) -> int:
     """Cancel jobs; each job stops Ray on every node and records why it ended. A job that has
     already ended is not cancelled: a warning says how it ended (exit 0)."""
-    from nrl_launch.api import tracking
-
     # Only jobs this tool submitted: a typo must not cancel someone else's job.
     if experiment is not None:  # the later points first: none starts as its lane's ends
-        from nrl_launch.cli.experiment import records as of_experiment
-
         records = of_experiment(experiment, job_ids, "cancel")[::-1]
     elif job_ids:
         records = [tracking.record_of(job_id) for job_id in job_ids]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+import yaml
 
 from nrl_launch import output
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
+from nrl_launch.spec.layers import flatten
 
 EXAMPLES = """\
 Examples:
@@ -37,10 +39,6 @@ def show(
     flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
     """Print the job spec after layering defaults, profile, job file, env, flags and --set."""
-    import yaml
-
-    from nrl_launch.spec.layers import flatten
-
     resolved = flags.resolve()
     spec = resolved.spec.model_dump(mode="json")
     if flags.json:

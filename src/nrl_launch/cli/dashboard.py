@@ -6,13 +6,16 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nrl_launch import output, paths
+from nrl_launch import backends, output, paths
 from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import UsageError
+from nrl_launch.jobs import query, record
+from nrl_launch.jobs.status import find_log_dir
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -46,9 +49,6 @@ def dashboard(
 ) -> int:
     """Print the head node, the dashboard port and the `ssh -L` command for a laptop; with
     --remote and --open, hold that tunnel from the laptop."""
-    from nrl_launch import backends
-    from nrl_launch.jobs import query, record
-
     rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
@@ -105,10 +105,6 @@ def _port(rec: JobRecord) -> int:
 
 
 def _token_path(rec: JobRecord) -> str | None:
-    from pathlib import Path
-
-    from nrl_launch.jobs.status import find_log_dir
-
     if rec.spec.get("ray", {}).get("auth", "off") != "token":
         return None
     return str(find_log_dir(Path(rec.log_dir)) / "ray-auth-token")

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nrl_launch import output
+from nrl_launch import backends, output
+from nrl_launch.backends import rules
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.errors import CheckFailedError, ConfigError, UsageError
+from nrl_launch.spec.setting import DEFAULT, Setting
 
 if TYPE_CHECKING:
     from nrl_launch.doctor import Check
-    from nrl_launch.nemorl.job import Prepared
     from nrl_launch.spec.layers import Resolved
 
 EXAMPLES = """\
@@ -52,15 +53,20 @@ def doctor(
     """Check the job against the cluster: Slurm, partition, account, nodes, GPUs, container,
     mounts, and the log and cache dirs. Exits 6 when a check fails; nothing is queued (except
     the probe job of --on-nodes)."""
-    from nrl_launch import backends
-    from nrl_launch import doctor as checks
+    # The checks (jinja2 for the probe job) and the spec's reader (yaml) load when doctor runs,
+    # not for its --help (tests/doctor/test_doctor.py).
+    from nrl_launch.api import checks as submit_checks
+    from nrl_launch.doctor import Check, local_checks, settings
+    from nrl_launch.doctor import on_nodes as probing
+    from nrl_launch.nemorl.job import prepare
 
     resolved = _resolve(flags)
-    prepared = _prepared(resolved)
+    time_limited = backends.time_limited(resolved.spec.backend)
+    prepared = prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=False)
     spec = prepared.spec
     if on_nodes and not backends.get(spec.backend).slurm_cluster:
         raise UsageError(f"--on-nodes runs a Slurm job: it needs backend slurm, not {spec.backend}")
-    used = checks.settings(resolved, on_nodes=on_nodes)
+    used = settings(resolved, on_nodes=on_nodes)
     if not flags.json:
         _print_settings(used)
     found: list[Check] = []
@@ -71,14 +77,19 @@ def doctor(
             output.emit_text(f"{_LABELS[check.status]:<4}  {check.name}: {check.detail}")
 
     cwd = Path.cwd()
-    for check in checks.local_checks(spec, cwd, resolved.sources, _before_queue(prepared)):
+    # What submit's own checks before the queue (`api.checks`, the ones submit refuses a job
+    # for) find, as doctor's checks: an error fails, a warning warns.
+    before_queue = [
+        Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
+        for _, group in submit_checks.checks(prepared.spec, prepared.problems)
+        for f in group
+    ]
+    for check in local_checks(spec, cwd, resolved.sources, before_queue):
         show(check)
     if on_nodes and any(c.failed for c in found):
-        show(checks.Check("on nodes", "warn", "not run: fix the failed checks above first"))
+        show(Check("on nodes", "warn", "not run: fix the failed checks above first"))
     elif on_nodes:
-        from nrl_launch.doctor.on_nodes import probe_nodes
-
-        for check in probe_nodes(spec, cwd, probe_timeout, _progress(not flags.json)):
+        for check in probing.probe_nodes(spec, cwd, probe_timeout, _progress(not flags.json)):
             show(check)
     failed = [c for c in found if c.failed]
     if flags.json:
@@ -110,8 +121,6 @@ def _names(failed: list[Check], most: int = 6) -> str:
 
 
 def _print_settings(used: list[tuple[str, Any, str]]) -> None:
-    from nrl_launch.spec.layers import DEFAULT  # loaded already: the spec was resolved
-
     output.emit_text("Settings")
     for key, value, source in used:
         origin = "default" if source == DEFAULT else f"from {source}"
@@ -122,39 +131,12 @@ def _print_settings(used: list[tuple[str, Any, str]]) -> None:
 def _resolve(flags: JobFlags) -> Resolved:
     """The spec; doctor needs no driver, so a spec without one is checked as an interactive
     job (a driver given by the user, in a file or after --, is kept)."""
-    from nrl_launch.spec import layers
-
     try:
         return flags.resolve()
     except ConfigError as exc:
         if not any(p.startswith("driver.command is not set") for p in exc.problems):
             raise
-    return flags.resolve(base=[layers.Setting("interactive", True, "doctor")])
-
-
-def _prepared(resolved: Resolved) -> Prepared:
-    """The spec as submit would queue it: sized by its NeMo RL config, whose problems are
-    kept (not raised: doctor reports them as checks)."""
-    from nrl_launch import backends
-    from nrl_launch.backends import rules
-    from nrl_launch.nemorl.job import prepare
-
-    time_limited = backends.time_limited(resolved.spec.backend)
-    return prepare(resolved, time_limited=time_limited, backend_rules=rules.check, check=False)
-
-
-def _before_queue(prepared: Prepared) -> list[Check]:
-    """What submit's own checks before the queue (`api.checks`, the ones submit refuses a
-    job for) find, as doctor's checks: an error fails, a warning warns (what they pass, the
-    checks doctor runs of its own say)."""
-    from nrl_launch.api import checks as submit_checks
-    from nrl_launch.doctor import Check
-
-    return [
-        Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
-        for _, group in submit_checks.checks(prepared.spec, prepared.problems)
-        for f in group
-    ]
+    return flags.resolve(base=[Setting("interactive", True, "doctor")])
 
 
 def _shown(value: Any) -> str:

@@ -4,11 +4,13 @@ jobs `cancel --experiment` ends."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING
 
 from nrl_launch import output, paths
 from nrl_launch.errors import UsageError
+from nrl_launch.jobs import query, sweep
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -18,8 +20,6 @@ __all__ = ["records", "show"]
 
 def records(name: str, job_ids: list[str] | None, command: str) -> list[JobRecord]:
     """The experiment's records, in the order its points were queued (exit 4: none)."""
-    from nrl_launch.jobs import sweep
-
     if job_ids:
         raise UsageError(f"{command}: give JOBIDs or --experiment NAME, not both")
     return sweep.members(name, paths.state_dir(os.environ))
@@ -27,10 +27,6 @@ def records(name: str, job_ids: list[str] | None, command: str) -> list[JobRecor
 
 def show(command: str, name: str, *, json: bool) -> int:
     """The experiment's jobs and their states (one scheduler query for them all)."""
-    import dataclasses
-
-    from nrl_launch.jobs import query, sweep
-
     members = records(name, None, command)
     # status: each failed job's cause from its logs; list: a quick overview
     found = query.statuses(members, tail=0) if command == "status" else query.overview(members)

@@ -11,6 +11,7 @@ on a terminal, when you say yes). Questions are asked on stderr (output.ask).
 
 from __future__ import annotations
 
+import getpass
 import os
 import sys
 from collections.abc import Callable
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import yaml
 
-from nrl_launch import output
+from nrl_launch import backends, container_checks, output, paths, runner
+from nrl_launch.backends import rules
 from nrl_launch.cli.options import (
     Account,
     Container,
@@ -30,7 +33,9 @@ from nrl_launch.cli.options import (
     Mounts,
     Partition,
 )
-from nrl_launch.errors import UsageError
+from nrl_launch.doctor.verdicts import parse_config, parse_node_groups, parse_partitions
+from nrl_launch.errors import ConfigError, SchedulerError, UsageError
+from nrl_launch.spec import layers, lint
 
 if TYPE_CHECKING:
     from nrl_launch.doctor.verdicts import NodeGroup
@@ -70,8 +75,6 @@ def read_cluster(query: Query, *, partition: str | None, user: str) -> ClusterFa
     Raises:
         UsageError: `partition` is not one of the cluster's.
     """
-    from nrl_launch.doctor.verdicts import parse_config, parse_node_groups, parse_partitions
-
     facts = ClusterFacts()
     partitions_text = query(["scontrol", "show", "partition", "-o"])
     if partitions_text is None:
@@ -162,9 +165,6 @@ def init(
     """Write a profile (account, partition, GPUs per node and how to ask for them, read from
     the cluster; container, mounts and log dir) that later commands read. On a terminal it asks
     for what was not given; elsewhere it asks nothing."""
-    from nrl_launch import backends, container_checks, paths
-    from nrl_launch.spec import layers, lint
-
     asking = _interactive()
     target = _target(profile)
     if target.exists() and not force:
@@ -220,9 +220,6 @@ def init(
 
 def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:
     """`values` validated as the job spec validates them, or ConfigError naming each key."""
-    from nrl_launch.backends import rules
-    from nrl_launch.spec import layers
-
     settings = [layers.Setting(key, value, sources[key]) for key, value in values.items()]
     interactive = [layers.Setting("interactive", True, "init")]
     return layers.resolve([settings, interactive], backend_rules=rules.check)
@@ -230,8 +227,6 @@ def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:
 
 def _target(flag: Path | None) -> Path:
     """The profile file to write: the one later commands look for first, --profile aside."""
-    from nrl_launch import paths
-
     if flag is not None:
         return flag
     named = os.environ.get(paths.PROFILE_ENV)
@@ -329,8 +324,6 @@ def _shown(value: Any) -> str:
 def _parse(key: str, text: str) -> Any:
     """An answer as the profile holds it (mounts: a list; empty: none), checked as the job spec
     checks it; a bad one raises ValueError (output.ask shows it and asks again)."""
-    from nrl_launch.errors import ConfigError
-
     answer = text.strip()
     if not answer:
         return ""
@@ -350,8 +343,6 @@ def _value(spec: LaunchSpec, key: str) -> Any:
 
 
 def _profile_text(values: dict[str, Any]) -> str:
-    import yaml
-
     nested: dict[str, Any] = {}
     for key in sorted(values, key=list(_FLAGS).index):
         section, name = key.split(".")
@@ -361,9 +352,6 @@ def _profile_text(values: dict[str, Any]) -> str:
 
 
 def _query(argv: list[str]) -> str | None:
-    from nrl_launch import runner
-    from nrl_launch.errors import SchedulerError
-
     try:
         done = runner.run(argv, check=False, timeout=_QUICK_S)
     except SchedulerError:
@@ -372,8 +360,6 @@ def _query(argv: list[str]) -> str | None:
 
 
 def _user() -> str:
-    import getpass
-
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # a uid with no name (some containers)

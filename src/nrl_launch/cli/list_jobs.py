@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 
 from nrl_launch import output
+from nrl_launch.cli import experiment as experiments
+from nrl_launch.cli.status import all_records, show_table
 from nrl_launch.cli.sweep_options import ExperimentFilter
+from nrl_launch.jobs import query
 
 EXAMPLES = """\
 Examples:
@@ -24,11 +27,7 @@ def list_jobs(
     """List the jobs submitted from here with their state (as nrl-launch status with no job
     id): one scheduler query for them all."""
     if experiment is not None:
-        from nrl_launch.cli import experiment as experiments
-
         return experiments.show("list", experiment, json=json)
-    from nrl_launch.cli.status import all_records, show_table
-    from nrl_launch.jobs import query
 
     records = all_records()
     found = query.overview(records)

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nrl_launch import output
+from nrl_launch import backends, output
+from nrl_launch.api import tracking
 from nrl_launch.cli.options import Json
 from nrl_launch.cli.status import job_argument
 from nrl_launch.errors import ExitCode, JobNotFoundError, UsageError
+from nrl_launch.jobs import query
+from nrl_launch.jobs.status import Phase, read_log_dir
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -63,8 +66,6 @@ def logs(
     with the job's exit code: the driver's when it failed, 0 when it completed, 1 when it was
     cancelled or timed out. For a job Slurm no longer knows (its accounting purged), the exit
     code its log dir records (ENDED, exit_code); with none recorded, one line and exit 4."""
-    from nrl_launch.api import tracking
-
     if follow and json:
         raise UsageError("--follow and --json cannot be combined: --json prints one object once")
     if from_byte is not None and tail is not None:
@@ -95,8 +96,6 @@ def _print(job_id: str, path: str | None, text: str, json: bool, size: int | Non
 def _follow(rec: JobRecord, node: str | None, tail: int | None, start: int) -> int:
     """Print the log as it grows (from byte `start`) until the job ends; the job's exit code
     (`_exit_code`)."""
-    from nrl_launch.api import tracking
-
     rec, path = tracking.current_log(rec, node)
     chunks = tracking.follow_log(rec, path, tail, start)
     while True:
@@ -111,10 +110,6 @@ def _exit_code(rec: JobRecord, ended: JobStatus) -> int:
     for a job the scheduler no longer knows (sacct purged it, or the site keeps no accounting),
     as the job's log dir records it (ENDED, exit_code). With no such record either, how it
     ended cannot be known: one line, exit 4, rather than passing off a guess as its code."""
-    from nrl_launch import backends
-    from nrl_launch.jobs import query
-    from nrl_launch.jobs.status import Phase, read_log_dir
-
     if ended.phase is not Phase.UNKNOWN:
         code = query.exit_code_of(ended)
         if code:

@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from nrl_launch.errors import UsageError
+from nrl_launch.nemorl import words as recipe_words
+from nrl_launch.spec.setting import Setting
 
 if TYPE_CHECKING:
     from nrl_launch.api.specs import Inputs
     from nrl_launch.nemorl.job import Prepared
-    from nrl_launch.spec.layers import Resolved, Setting
+    from nrl_launch.spec.layers import Resolved
 
 # What the commands import; the other options are rows of JOB_OPTIONS, taken by name.
 __all__ = [
@@ -80,18 +82,17 @@ class JobFlags:
 
     def inputs(self) -> Inputs:
         """The layers these flags give the spec, for the API's loading (`api.specs`)."""
-        from nrl_launch.api.specs import Inputs
-        from nrl_launch.spec.layers import Setting
+        from nrl_launch.api import specs  # the spec's reader (yaml): not for --help (test_imports)
 
         flags = tuple(Setting(k, v, self.labels[k]) for k, v in self.values.items())
-        return Inputs(self.profile, self.job, flags, tuple(self.sets))
+        return specs.Inputs(self.profile, self.job, flags, tuple(self.sets))
 
     def prepare(
         self, *, check: bool | None = None, need_driver: bool = True, notes: bool = True
     ) -> Prepared:
         """The spec with its NeMo RL config applied (sized, checked, driver command built);
         the warnings (and with `notes`, what was derived) are printed on stderr."""
-        from nrl_launch.api import specs
+        from nrl_launch.api import specs  # the spec's reader: as in `inputs`
 
         return specs.prepare(self.inputs(), check=check, need_driver=need_driver, notes=notes)
 
@@ -102,7 +103,7 @@ class JobFlags:
         (and over `base`, the command's own defaults). Without `need_driver`, a spec that
         names no driver is read as an interactive job (doctor and plan run none). Without
         `ray`, the job starts no Ray (run, pull): no warning about what only Ray reads."""
-        from nrl_launch.api import specs
+        from nrl_launch.api import specs  # the spec's reader: as in `inputs`
 
         return specs.resolve(self.inputs(), base, need_driver=need_driver, ray=ray)
 
@@ -472,8 +473,6 @@ def _driver_items(
 ) -> list[tuple[str, Any, str]]:
     """The driver command after --, --config's recipe and overrides, --interactive and
     --no-check as (spec key, value, label)."""
-    from nrl_launch.nemorl import words as recipe_words
-
     recipe_words.no_bare_recipe(words, config)
     found: list[tuple[str, Any, str]] = []
     if no_check:

@@ -8,6 +8,7 @@ from nrl_launch import output
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
+from nrl_launch.shell import join
 
 if TYPE_CHECKING:
     from nrl_launch.api.specs import Plan
@@ -36,9 +37,12 @@ def plan(
     runs.
     """
     if sweep or sweep_file:  # every point of the grid, each with its verdict
+        # A sweep's planning (its queueing core) loads for a sweep alone.
         from nrl_launch.cli import sweep as sweeps
 
         return sweeps.plan(flags, sweeps.Grid(tuple(sweep or ()), sweep_file))
+
+    # The spec's reader (yaml) loads when plan runs, not for its --help (test_imports.py).
     from nrl_launch.api import specs
 
     planned = specs.plan_of(
@@ -96,7 +100,6 @@ def _as_text(planned: Plan, layout: Layout) -> str:
         for nodes, r in _runs(list(planned.roles))
     ]
     lines += [f"Note:        {note}" for note in planned.spec.notes]
-    from nrl_launch.shell import join
 
     if spec.driver.command:
         lines += ["", f"Driver:      {join(spec.driver.command)}"]

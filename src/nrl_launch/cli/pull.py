@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from nrl_launch import backends, enroot
+from nrl_launch.cli import queued
 from nrl_launch.cli.options import DryRun, JobFlags, Quiet, job_command
 from nrl_launch.errors import UsageError
+from nrl_launch.jobs.launch import launch
 
 if TYPE_CHECKING:
     from nrl_launch.enroot import Image
@@ -107,10 +110,6 @@ def pull(
 ) -> int:
     """Import IMAGE into a .sqsh file with enroot, on a compute node (one task, no GPU); prints
     the job id. Then run jobs with --container FILE."""
-    from nrl_launch import backends, enroot
-    from nrl_launch.cli import queued
-    from nrl_launch.jobs.launch import launch
-
     try:
         parsed = enroot.parse(image)
     except ValueError as exc:

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
+from nrl_launch.cli.status import follow
+from nrl_launch.jobs import query
 
 if TYPE_CHECKING:
     from nrl_launch.backends import Request
@@ -61,11 +63,8 @@ def report(
         output.emit_text(text)
     if not wait:
         return 0
-    from nrl_launch.cli.status import follow
 
     code = follow([rec], quiet=quiet or json)
     if json:
-        from nrl_launch.jobs import query
-
         output.emit_json(command, submitted | {"status": query.statuses([rec])[0].as_json()})
     return code

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from nrl_launch import output
+from nrl_launch import output, paths
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 
 EXAMPLES = """\
@@ -33,13 +34,12 @@ def render(
 
     The same input always renders the same bytes, so the output can be kept as a golden file.
     """
+    # The spec's reader (yaml) loads when the spec is read, not for --help (test_imports.py).
     from nrl_launch.api import specs
 
     request = specs.request(flags.prepare().spec, str(out) if out else None)
     if out is not None:
-        from nrl_launch.jobs.launch import write_script
-
-        write_script(out, request.script, mode=0o755)
+        paths.write_script(out, request.script, mode=0o755)
     # A backend with an API (Lepton) sends a job: that is printed first, its script after.
     sent = _parsed(request.job_spec)
     if flags.json:
@@ -59,6 +59,4 @@ def render(
 
 def _parsed(job_spec: str | None) -> object:
     """The job spec as --json prints it: an object, not a string of JSON."""
-    import json
-
     return json.loads(job_spec) if job_spec else None

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from nrl_launch import backends
+from nrl_launch.cli import queued
 from nrl_launch.cli.options import (
     ALL_OPTIONS,
     RAY_ONLY,
@@ -18,6 +20,8 @@ from nrl_launch.cli.options import (
     job_command,
 )
 from nrl_launch.errors import UsageError
+from nrl_launch.jobs.launch import launch
+from nrl_launch.shell import join
 
 # The command and --no-check, as they read for run.
 Command = Annotated[
@@ -63,11 +67,6 @@ def run(
 ) -> int:
     """Run a command once on every node (srun, one task per node), without Ray; prints the
     job id. Its output is in job.log: nrl-launch logs JOBID."""
-    from nrl_launch import backends, container_checks
-    from nrl_launch.cli import queued
-    from nrl_launch.jobs.launch import launch
-    from nrl_launch.shell import join
-
     if refuse_interactive:
         raise UsageError(
             "--interactive: run runs one command and ends, with no Ray cluster to keep up; "
@@ -91,6 +90,9 @@ def run(
             f"backend: run submits to Slurm, not {spec.backend!r} (from "
             f"{resolved.sources.get('backend')}); on this machine, run the command itself"
         )
+    # The container checks (yaml) load when run runs, not for its --help (test_run_and_pull.py).
+    from nrl_launch import container_checks
+
     # The dry run prints the script only: this machine's files are looked at when it queues.
     container_checks.check(spec, backend=backends.get(spec.backend), on_host=not dry_run, ray=False)
     if dry_run:

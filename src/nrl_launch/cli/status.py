@@ -13,8 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from nrl_launch import output, paths
+from nrl_launch.api import tracking
+from nrl_launch.api import tracking as found_jobs
+from nrl_launch.cli import experiment as experiments
 from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
+from nrl_launch.jobs import query, record, snapshot
+from nrl_launch.spec.models import FrozenCode
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -30,8 +35,6 @@ Examples:
 def complete_job_ids(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of a JOBID: the recorded ids (and the names only one job has), newest
     first, each with the other as its help. Reads the records only: no scheduler query."""
-    from nrl_launch.jobs import record
-
     records, _ = record.load_all(paths.state_dir(os.environ))
     names = [r.job_name for r in records]
     found = [(r.job_id, r.job_name) for r in records]
@@ -57,14 +60,9 @@ def status(
 ) -> int:
     """Show each job's phase: PENDING (why), STARTING, JOINING k/N, RUNNING, or how it ended;
     with no JOBID, every job submitted from here."""
-    from nrl_launch.api import tracking as found_jobs
-    from nrl_launch.jobs import query
-
     if watch and json:
         raise UsageError("--watch and --json cannot be combined: --json prints one object once")
     if experiment is not None:
-        from nrl_launch.cli import experiment as experiments
-
         members = experiments.records(experiment, job_ids, "status")
         return follow(members) if watch else experiments.show("status", experiment, json=json)
     if not job_ids:
@@ -103,8 +101,6 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
 
 def all_records() -> list[JobRecord]:
     """Every readable record, newest first; one warning per unreadable one."""
-    from nrl_launch.api import tracking
-
     return tracking.records()
 
 
@@ -127,9 +123,6 @@ def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None
 def code_object(rec: JobRecord) -> dict[str, Any]:
     """The code the job runs (driver.snapshot), from its recorded spec: commit, whether
     uncommitted changes were frozen too, and the snapshot's dir; None where nothing was frozen."""
-    from nrl_launch.jobs import snapshot
-    from nrl_launch.spec.models import FrozenCode
-
     frozen = (rec.spec.get("driver") or {}).get("frozen")
     if not frozen:
         return {"code": None}
@@ -153,8 +146,6 @@ def _line(s: JobStatus) -> str:
 def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     """Print each job's phase as it changes until all have ended; the exit code is the first
     job's (`query.exit_code_of`)."""
-    from nrl_launch.jobs import query
-
     last: dict[str, tuple[str, str]] = {}
 
     def print_changes(found: list[JobStatus]) -> bool:

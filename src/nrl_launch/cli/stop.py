@@ -13,8 +13,10 @@ import typer
 
 from nrl_launch import output, paths
 from nrl_launch.cli.options import Json
-from nrl_launch.cli.status import job_argument
+from nrl_launch.cli.status import follow, job_argument
 from nrl_launch.errors import JobNotRunningError
+from nrl_launch.jobs import query, record
+from nrl_launch.jobs.status import find_log_dir
 
 # The job script's stop_requested() looks for this prefix.
 STOP_REASON = "stop requested by {user} with nrl-launch stop"
@@ -35,9 +37,6 @@ def stop(
 ) -> int:
     """Stop jobs gracefully: a batch job's driver gets SIGTERM (and 30 s), Ray stops on every
     node, and the job ends COMPLETED."""
-    from nrl_launch.jobs import query, record
-    from nrl_launch.jobs.status import find_log_dir
-
     state = paths.state_dir(os.environ)
     records = [query.current_try(record.load(job_id, state)) for job_id in job_ids]
     # Every job is checked before any is stopped: all of them, or none and one clear line.
@@ -68,8 +67,6 @@ def stop(
             )
     code = 0
     if wait:
-        from nrl_launch.cli.status import follow
-
         code = follow(records, quiet=json)
     if json:
         data: dict[str, Any] = {"stopping": stopping, "already_ending": ending}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
+from nrl_launch.api import sweeps
 from nrl_launch.errors import ConfigError, UsageError
 from nrl_launch.jobs import sweep
 
@@ -44,8 +45,6 @@ class Grid:
 
 def plan(flags: JobFlags, grid: Grid) -> None:
     """`plan --sweep`: every point's verdict; exit 2 naming each point that does not fit."""
-    from nrl_launch.api import sweeps
-
     base = flags.resolve(need_driver=False)
     checked = sweeps.check_points(base, grid.points(), check=False)
     if any(c.prepared is not None and c.prepared.layout is None for c in checked):
@@ -99,8 +98,6 @@ def submit(flags: JobFlags, grid: Grid, *, chain: int | None, wait: bool, quiet:
            snapshot: bool) -> int:  # fmt: skip
     """`submit --sweep`: check every point, then queue them all as one experiment (through the
     one queueing core, `queueing.queue`); print the experiment's name and its jobs."""
-    from nrl_launch.api import sweeps
-
     if chain is not None:
         raise UsageError(
             "--chain with --sweep: a sweep's points run side by side (--max-running caps how "

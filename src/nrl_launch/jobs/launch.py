@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nrl_launch import paths
+from nrl_launch import backends, output, paths
 from nrl_launch.container_image import Finding
 from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
 from nrl_launch.jobs import record
@@ -24,7 +24,6 @@ __all__ = [
     "log_base_findings",
     "refuse_or_warn",
     "secret_findings",
-    "write_script",
     "write_secrets",
 ]
 
@@ -32,8 +31,6 @@ __all__ = [
 def refuse_or_warn(found: Sequence[Finding]) -> None:
     """Raise ConfigError with the errors among `found`, one line each (nothing else is said);
     else say each warning."""
-    from nrl_launch import output
-
     errors = [f.message for f in found if f.error]
     if errors:
         raise ConfigError(errors)
@@ -55,8 +52,6 @@ def launch(
     variables the job gets beside the request's own; `keep`: save the record (a spare try of
     --retries is kept in its run's record instead); `checks`: check the log dir and secrets
     (a sweep's later points skip it: the first's passed, and they differ only in overrides)."""
-    from nrl_launch import backends
-
     backend = backends.get(spec.backend)
     cwd = Path.cwd()
     if checks:  # the log dir is on the backend's storage where it shares no files with us
@@ -84,7 +79,7 @@ def launch(
         request = dataclasses.replace(
             request, environment=(*request.environment, *environment.items())
         )
-    write_script(script, request.script)
+    paths.write_script(script, request.script)
     if request.secrets_file:
         write_secrets(Path(request.secrets_file), request.withheld, os.environ)
     try:
@@ -132,18 +127,6 @@ def write_secrets(path: Path, names: Sequence[str], environ: Mapping[str, str]) 
             f.write(text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the job's secrets ({exc.strerror})") from None
-
-
-def write_script(path: Path, text: str, mode: int = 0o700) -> None:
-    """Write atomically: a reader (or a failed write) never sees half a script. The job's own
-    copy (in the state dir) is the user's alone; `render -o` writes a script where asked,
-    runnable by all (0o755), as it always has."""
-    if not path.parent.is_dir():
-        raise UsageError(f"{path}: directory {path.parent} does not exist")
-    try:
-        paths.write_atomically(path, text, mode=mode)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
 
 
 def _missing(path: Path) -> list[Path]:

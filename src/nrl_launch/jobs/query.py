@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from nrl_launch import backends
+from nrl_launch import backends, output
 from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
 from nrl_launch.jobs import retries
 from nrl_launch.jobs.diagnose import diagnose
@@ -67,8 +67,6 @@ def overview(records: Sequence[JobRecord]) -> list[JobStatus]:
     """Every job's status for a listing (`status` or `list` with no job id), as `statuses`
     without the logs' tails and causes. A backend that does not answer leaves its jobs
     UNKNOWN, with one warning, instead of hiding the others' states."""
-    from nrl_launch import output
-
     found: dict[str, JobStatus] = {}
     for name, group in by_backend(retries.expand(records)).items():
         try:
@@ -182,8 +180,6 @@ class Poller(Generic[T]):
 
     def __call__(self) -> T | None:
         """The answer, or None when the scheduler did not answer this time."""
-        from nrl_launch import output
-
         try:
             found = self.ask()
         except SchedulerError as exc:

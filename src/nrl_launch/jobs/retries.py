@@ -16,8 +16,10 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from nrl_launch import paths
 from nrl_launch.errors import NrlLaunchError, SchedulerError, UsageError
-from nrl_launch.jobs.record import JobRecord, Try
+from nrl_launch.jobs.launch import launch
+from nrl_launch.jobs.record import JobRecord, Try, save
 from nrl_launch.jobs.status import JobStatus
 from nrl_launch.spec import LaunchSpec
 
@@ -62,10 +64,6 @@ def launch_run(spec: LaunchSpec) -> tuple[JobRecord, SchedulerError | None]:
     one before; return the run's record, saved under try 1's id. When a spare cannot be
     queued, the run keeps the tries queued before it (its record is saved with them, and they
     keep the code they run): the error that says so comes back beside it, to be raised."""
-    from nrl_launch import paths
-    from nrl_launch.jobs.launch import launch
-    from nrl_launch.jobs.record import save
-
     tries = spec.slurm.retries + 1
     min_s = spec.slurm.retry_min_runtime_s
     first = launch(spec, environment={RETRY_VAR: f"1 {tries} - {min_s}"}, keep=False, checks=False)

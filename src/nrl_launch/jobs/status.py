@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nrl_launch import trust
+from nrl_launch import output, trust
 from nrl_launch.backends import Phase, SchedulerView, state_phase
 from nrl_launch.errors import UntrustedLogError
 
@@ -123,8 +123,6 @@ def run_log_dirs(log_dir: Path) -> list[Path]:
     """Every run's log dir, first run first: a requeued job writes <JOBID>-<N>-logs (N = the
     restart) next to <JOBID>-logs. A restart's dir that is not this user's own is not the job's
     (another user can make one where they can write): it is left out, with a warning."""
-    from nrl_launch import output
-
     job = log_dir.name.removesuffix("-logs")
     restarts = []
     for path in log_dir.parent.glob(f"{job}-*-logs"):
@@ -173,8 +171,6 @@ def read_log_dir(log_dir: Path) -> LogView:
     dir that is not this user's own is not read (another user may have made it, to make the job
     look COMPLETED or to be attached to): it reads as absent, with a warning. Text is kept to
     printable characters: a log dir's words never move the terminal."""
-    from nrl_launch import output
-
     if not log_dir.is_dir():
         return LogView(log_dir=None)
     why = trust.not_mine(log_dir)

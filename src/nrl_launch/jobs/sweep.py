@@ -24,8 +24,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from nrl_launch.backends import rules
 from nrl_launch.errors import ConfigError, JobNotFoundError, UsageError
 from nrl_launch.jobs import record
+from nrl_launch.paths import read_config_text
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.describe import describe_errors
 
@@ -91,9 +93,7 @@ def parse_file(path: Path) -> list[Axis]:
     """`--sweep-file FILE`: a YAML mapping of key -> list of values. Each value is kept as it
     is written (1.0e-6 stays 1.0e-6), since the driver reads it as text. Every bad entry is one
     line naming the file, its line and what is accepted."""
-    import yaml
-
-    from nrl_launch.paths import read_config_text
+    import yaml  # a sweep file is read by submit --sweep alone: status and list load no yaml
 
     flag = f"--sweep-file {path}"
     text = read_config_text(path, flag)
@@ -213,7 +213,6 @@ def with_overrides(spec: LaunchSpec, point: Point) -> tuple[LaunchSpec, str]:
             "--sweep: the job has no driver to give the overrides to: give a driver command "
             "after --, or --config FILE with a RECIPE"
         )
-    from nrl_launch.backends import rules
 
     try:
         return LaunchSpec.model_validate(data, context={"backend_rules": rules.check}), key

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from nrl_launch.errors import ConfigError
+from nrl_launch.nemorl import config as nemo_config
 from nrl_launch.nemorl import deadline, driver
 from nrl_launch.nemorl.deadline import ddhhmmss_minutes
 from nrl_launch.spec import LaunchSpec
@@ -99,8 +100,6 @@ def prepare(
     source, said, unchecked = _source(resolved)
     cfg = None
     if source is not None:
-        from nrl_launch.nemorl import config as nemo_config  # OmegaConf: only with a config
-
         what = "--config" if source.driver is None else "the driver's --config"
         try:
             cfg = nemo_config.load(source.path, source.overrides, what=what)
@@ -129,6 +128,7 @@ def prepare(
     deadline = _deadline(draft, cfg, time_limited)
     if draft.injected:
         cfg = nemo_config.load(source.path, [*source.overrides, *draft.injected], what=what)
+    # Sizing loads only with a NeMo RL config: render without one stays light (test_imports).
     from nrl_launch.nemorl.layout import compute
 
     layout = compute(cfg.value, cfg.present, cfg.raw)

@@ -100,6 +100,15 @@ class Layout:
     def generation_gpus(self) -> int:
         return self.generation.gpus if self.generation else 0
 
+    def node_roles(self, dedicated_head: bool) -> list[NodeRole]:
+        """What each Slurm node of the job does, by its index in the job (as attach and logs
+        name it): with a dedicated head (ray.dedicated_head), node 0 is the head and the GPU
+        nodes follow it."""
+        if not dedicated_head:
+            return list(self.nodes_layout)
+        head = NodeRole(0, "ray-head", 0, 0)
+        return [head, *(replace(role, node=role.node + 1) for role in self.nodes_layout)]
+
 
 def compute(
     lookup: Lookup,

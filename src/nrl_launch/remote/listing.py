@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from nrl_launch import output
+from nrl_launch.api import tracking
 from nrl_launch.errors import RemoteError
+from nrl_launch.jobs import query
 from nrl_launch.remote import profiles, records, ssh
 from nrl_launch.remote.profiles import Remote
 
@@ -30,10 +32,6 @@ HERE = "here"
 
 
 def show(command: str, args: Sequence[str], remote: Remote | None) -> int:
-    # Here only, not for every remote command: reading this machine's jobs loads the job layer.
-    from nrl_launch.api import tracking
-    from nrl_launch.jobs import query
-
     environ = os.environ
     if remote is not None:
         clusters = {remote.name: remote}

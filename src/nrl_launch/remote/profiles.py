@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nrl_launch import paths
 from nrl_launch.errors import ConfigError, UsageError
+from nrl_launch.spec.layers import load_yaml_mapping
 
 __all__ = ["ENV", "Remote", "load", "resolve"]
 
@@ -44,8 +45,6 @@ class Remote(BaseModel):
 def load(environ: Mapping[str, str]) -> dict[str, Remote]:
     """Every profile in remotes.yaml (none when it is missing); a bad one is one ConfigError
     line per problem, each naming the file and the key."""
-    from nrl_launch.spec.layers import load_yaml_mapping
-
     path = paths.remotes_file(environ)
     if not path.exists():
         return {}
