@@ -77,12 +77,14 @@ def doctor(
             output.emit_text(f"{_LABELS[check.status]:<4}  {check.name}: {check.detail}")
 
     cwd = Path.cwd()
-    # What submit's own checks before the queue (`api.checks`, the ones submit refuses a job
-    # for) find, as doctor's checks: an error fails, a warning warns.
+    # What submit's own checks before the queue (`api.checks`) would refuse the job for, each
+    # a failed check of doctor's; of what they only warn about, the log base's (doctor has no
+    # check of its own for it); the rest submit says when it runs.
     before_queue = [
         Check(f.key, "fail" if f.error else "warn", f.message.removeprefix(f.key).lstrip(": "))
-        for _, group in submit_checks.checks(prepared.spec, prepared.problems)
+        for name, group in submit_checks.checks(prepared.spec, prepared.problems)
         for f in group
+        if f.error or name == "logs.base_dir"
     ]
     for check in local_checks(spec, cwd, resolved.sources, before_queue):
         show(check)
