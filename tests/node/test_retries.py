@@ -162,6 +162,20 @@ def test_a_job_that_is_no_try_decides_nothing(tmp_path: Path) -> None:
     assert not (log_dir / "RETRY").exists()
 
 
+def _start_try_2(tmp_path: Path, base: Path) -> subprocess.CompletedProcess[str]:
+    """Try 2 (job 101) of 3, submitted from `base`, checking try 1 (job 100) as it starts;
+    job 102, the spare after it, waits on it. Prints going-on if the try goes on."""
+    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_SUBMIT_DIR": str(base),
+        "NRL_RETRY": "2 3 100 600",
+        "SLURM_JOB_ID": "101",
+        "SLURM_JOB_NAME": "j",
+    }
+    return _bash("retry_check_previous; echo going-on", env)
+
+
 def _spare(
     tmp_path: Path, verdict: str | None, ended: str | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -173,15 +187,7 @@ def _spare(
         (base / "100-logs" / "RETRY").write_text(verdict + "\n")
     if ended is not None:
         (base / "100-logs" / "ENDED").write_text(ended + "\n")
-    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "SLURM_SUBMIT_DIR": str(base),
-        "NRL_RETRY": "2 3 100 600",
-        "SLURM_JOB_ID": "101",
-        "SLURM_JOB_NAME": "j",
-    }
-    return _bash("retry_check_previous; echo going-on", env)
+    return _start_try_2(tmp_path, base)
 
 
 def test_a_spare_after_a_try_that_said_stop_ends_at_once(tmp_path: Path) -> None:
@@ -236,15 +242,7 @@ def _planted_spare(tmp_path: Path, plant: str) -> tuple[subprocess.CompletedProc
         (theirs / "RETRY").write_text("stop||not retried: forged\n")
     for path in (theirs, *theirs.iterdir()):
         os.chown(path, OTHER_UID, OTHER_UID)
-    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "SLURM_SUBMIT_DIR": str(base),
-        "NRL_RETRY": "2 3 100 600",
-        "SLURM_JOB_ID": "101",
-        "SLURM_JOB_NAME": "j",
-    }
-    return _bash("retry_check_previous; echo going-on", env), out
+    return _start_try_2(tmp_path, base), out
 
 
 @pytest.mark.parametrize("plant", ["100-9-logs", "100-2-logs", "100-logs"])
