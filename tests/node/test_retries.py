@@ -264,15 +264,7 @@ def test_a_verdict_through_a_symlink_is_not_read(tmp_path: Path) -> None:
     base = tmp_path / "submit"
     (base / "100-logs").mkdir(parents=True)
     (base / "100-logs" / "RETRY").symlink_to(forged)
-    bin_dir = _fakes(tmp_path, "102|j|afternotok:101(unfulfilled)\n", "RUNNING")
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "SLURM_SUBMIT_DIR": str(base),
-        "NRL_RETRY": "2 3 100 600",
-        "SLURM_JOB_ID": "101",
-        "SLURM_JOB_NAME": "j",
-    }
-    done = _bash("retry_check_previous; echo going-on", env)
+    done = _start_try_2(tmp_path, base)
     assert "going-on" in done.stdout
     assert "scancel" not in _calls(tmp_path)
 
