@@ -213,6 +213,16 @@ def tiny_rl() -> Path:
 # ---- Another user of a shared cluster, for the tests of who may write what (trust.py) ----
 
 OTHER_UID = 54321  # another user: no passwd entry, so nrl-launch names it "uid 54321"
+# An ACL entry that lets OTHER_UID write, as a user or as a group, and how nrl-launch names who
+# it lets write: the cases both the trust checks and the node program's are tested with.
+ACL_WRITERS = pytest.mark.parametrize(
+    ("entry", "who"),
+    [
+        (f"u:{OTHER_UID}:rwx", f"user uid {OTHER_UID}"),
+        (f"g:{OTHER_UID}:rwx", f"group gid {OTHER_UID}"),
+    ],
+    ids=["user", "group"],
+)
 SYSTEM_TOOLS = "/usr/sbin:/usr/bin:/sbin:/bin"  # setpriv, setfacl and what that user runs
 
 

@@ -20,6 +20,7 @@ from nrl_launch.errors import ExitCode, UntrustedLogError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import find_log_dir, phase_of, printable, read_log_dir, run_log_dirs
 from tests.conftest import (
+    ACL_WRITERS,
     OTHER_UID,
     Cli,
     as_other,
@@ -186,14 +187,7 @@ def test_log_base_problem_refuses_a_sticky_shared_base_and_accepts_a_private_one
 # ---- POSIX ACLs: an entry that lets another user write counts, as the mode's bits do ----
 
 
-@pytest.mark.parametrize(
-    ("entry", "who"),
-    [
-        (f"u:{OTHER_UID}:rwx", f"user uid {OTHER_UID}"),
-        (f"g:{OTHER_UID}:rwx", f"group gid {OTHER_UID}"),
-    ],
-    ids=["user", "group"],
-)
+@ACL_WRITERS
 def test_a_log_base_an_acl_lets_another_user_write_is_refused(
     reachable: Path, entry: str, who: str
 ) -> None:

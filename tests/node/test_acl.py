@@ -10,10 +10,8 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from nrl_launch.backends import slurm
-from tests.conftest import OTHER_UID, SYSTEM_TOOLS, as_other, setfacl, source_job
+from tests.conftest import ACL_WRITERS, OTHER_UID, SYSTEM_TOOLS, as_other, setfacl, source_job
 from tests.helpers import spec
 
 REFUSED = re.compile(r"^\[nrl-launch [^]]+\] nrl-launch refused to start the job: (.*)$")
@@ -52,14 +50,7 @@ def _base(reachable: Path, *entries: str, mode: int = 0o775) -> Path:
     return base
 
 
-@pytest.mark.parametrize(
-    ("entry", "who"),
-    [
-        (f"u:{OTHER_UID}:rwx", f"user uid {OTHER_UID}"),
-        (f"g:{OTHER_UID}:rwx", f"group gid {OTHER_UID}"),
-    ],
-    ids=["user", "group"],
-)
+@ACL_WRITERS
 def test_the_job_refuses_a_log_base_an_acl_lets_another_user_write(
     reachable: Path, tmp_path: Path, entry: str, who: str
 ) -> None:
