@@ -6,6 +6,7 @@ The modules, each importing only those above it in this list:
     sbatch_args  the raw sbatch arguments a job may add (slurm.extra_args), and those it may not
     models       the spec's sections (SlurmSpec, ContainerSpec, RaySpec, ...)
     sandbox      the sandbox section, its rules, and ray.sub's sandbox variables
+    pools        the model pools beside training (judges, reward models) and their rules
     launch       LaunchSpec: the sections together, and the rules across them
     layers       the layering of defaults, profile, job files, env and flags into one spec
     describe     validation errors as `key: message` lines a user reads
@@ -32,6 +33,7 @@ from nrl_launch.spec.models import (
     RayTimeouts,
     SlurmSpec,
 )
+from nrl_launch.spec.pools import PoolSpec
 from nrl_launch.spec.sandbox import SandboxSpec
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "LogsSpec",
     "Mount",
     "NemoRLSpec",
+    "PoolSpec",
     "RayPorts",
     "RaySpec",
     "RayTimeouts",

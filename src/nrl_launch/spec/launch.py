@@ -33,6 +33,7 @@ from nrl_launch.spec.models import (
     SlurmSpec,
     SpecBase,
 )
+from nrl_launch.spec.pools import PoolSpec, check_pools
 from nrl_launch.spec.sandbox import SandboxSpec, check_sandbox
 
 
@@ -57,6 +58,9 @@ class LaunchSpec(SpecBase):
     lepton: LeptonSpec = LeptonSpec()
     # ray.sub's SANDBOX_CONTAINER and SANDBOX_COMMAND: a sandbox beside Ray on every node.
     sandbox: SandboxSpec | None = None
+    # Model pools beside training (judges, reward models): each pool's replicas on nodes of
+    # their own, in a second component of the same Slurm job (spec/pools.py).
+    pools: dict[str, PoolSpec] = {}  # noqa: RUF012
 
     @field_validator("secrets", mode="before")
     @classmethod
@@ -93,8 +97,14 @@ class LaunchSpec(SpecBase):
 
     @property
     def allocated_nodes(self) -> int:
-        """The nodes the job allocates: slurm.nodes (its GPU nodes), and its dedicated Ray head."""
+        """The nodes of the training cluster: slurm.nodes (its GPU nodes), and its dedicated Ray
+        head. A job with pools allocates pool_nodes more, in a second component."""
         return self.slurm.nodes + (1 if self.ray.dedicated_head else 0)
+
+    @property
+    def pool_nodes(self) -> int:
+        """The nodes of every pool's replicas together (the job's second component)."""
+        return sum(p.nodes(self.slurm.gpus_per_node) for p in self.pools.values())
 
     # What the spec's backend cannot run is the backend's to say (`backends.rules.check`); the
     # spec sits below the backends, so whoever validates a user's spec hands that check in, as
@@ -127,6 +137,7 @@ class LaunchSpec(SpecBase):
             backend_rules(self)
         _check_worker_ports(self.ray.ports, self.slurm.gpus_per_node)
         check_sandbox(self)
+        check_pools(self)
         if self.container.runtime == "pyxis" and any(c in self.logs.base_dir for c in ",:"):
             raise ValueError(
                 f"logs.base_dir: {self.logs.base_dir!r} holds ',' or ':', which pyxis cannot "
