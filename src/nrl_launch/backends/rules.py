@@ -41,6 +41,15 @@ def _no_sandbox(spec: LaunchSpec) -> None:
         )
 
 
+def _no_pools(spec: LaunchSpec) -> None:
+    if spec.pools:
+        raise ValueError(
+            f"pools: backend {spec.backend} runs no model pools (they need nodes of their own, "
+            "in a second component of a Slurm heterogeneous job); use --backend slurm, or serve "
+            "the model elsewhere and give its URL in the driver's command"
+        )
+
+
 def _local(spec: LaunchSpec) -> None:
     """One node, this machine, no container."""
     if spec.slurm.nodes != 1:
@@ -60,6 +69,7 @@ def _local(spec: LaunchSpec) -> None:
         )
     _no_sandbox(spec)
     _no_retries(spec)
+    _no_pools(spec)
 
 
 # Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit
@@ -74,6 +84,7 @@ def _lepton(spec: LaunchSpec) -> None:
     on storage every worker mounts (the head and the workers meet there, as on Slurm)."""
     lepton, name = spec.lepton, spec.slurm.job_name
     _no_retries(spec)
+    _no_pools(spec)
     if spec.ray.dedicated_head:
         raise ValueError(
             "ray.dedicated_head: not on lepton (its workers are all of one GPU shape); drop "

@@ -46,6 +46,7 @@ __all__ = [
     "parse_squeue",
     "plan",
     "plan_plain",
+    "pool_flags",
     "sbatch_directives",
     "sbatch_word",
 ]
@@ -107,6 +108,34 @@ def sbatch_flags(spec: LaunchSpec, *, ray: bool = True) -> list[str]:
     if gpus:
         flags.append(gpus)
     return sorted(flags)
+
+
+# The flags a heterogeneous job's second component (the pools' nodes) takes from the first: where
+# and how long it runs and how its nodes are asked for. The job's name, output, dependency and
+# requeue are the whole job's, given once.
+_POOL_COMPONENT_FLAGS = (
+    "--time",
+    "--account",
+    "--partition",
+    "--qos",
+    "--reservation",
+    "--exclude",
+    "--constraint",
+    "--cpus-per-task",
+    "--exclusive",
+    "--gres",
+    "--gpus-per-node",
+    "--ntasks-per-node",
+    "--job-name",
+)
+
+
+def pool_flags(spec: LaunchSpec) -> list[str]:
+    """The second component's flags (the pools' nodes, `pools:`); none without pools."""
+    if not spec.pools:
+        return []
+    kept = [f for f in sbatch_flags(spec) if f.split("=", 1)[0] in _POOL_COMPONENT_FLAGS]
+    return sorted([f"--nodes={spec.pool_nodes}", *kept])
 
 
 # ---- #SBATCH lines: the same flags in the script, so that its copy resubmits by hand ----
@@ -177,8 +206,13 @@ def sbatch_directives(spec: LaunchSpec, *, ray: bool = True) -> list[SbatchDirec
         if word.startswith("-") or not extra:
             extra.append([])
         extra[-1].append(word)
+    if ray and spec.pools:
+        # A heterogeneous job: sbatch reads the lines after `hetjob` as the second component.
+        extra += [["hetjob"], *([flag] for flag in pool_flags(spec))]
     return [
-        SbatchDirective("#SBATCH " + " ".join(sbatch_word(w) for w in words))
+        SbatchDirective(
+            "#SBATCH " + " ".join(w if w == "hetjob" else sbatch_word(w) for w in words)
+        )
         for words in lines + extra
     ]
 
@@ -215,7 +249,10 @@ def _sbatch_request(
     `values`) renders the script's header, which the node program of its kind follows."""
     # Extra args go last, in the user's order: they may be a flag followed by its value.
     flags = sbatch_flags(spec, ray=ray)
-    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, script_path)
+    pools = pool_flags(spec) if ray else []
+    # A job with pools is heterogeneous: its second component's flags come after a `:`.
+    second = (":", *pools) if pools else ()
+    argv = ("sbatch", "--parsable", *flags, *spec.slurm.extra_args, *second, script_path)
     secrets = secrets_file(spec, script_path)
     script = render(
         template,
@@ -232,7 +269,9 @@ def _sbatch_request(
         **values,
     )
     if ray:
-        script = job_script(script, "slurm", sandbox=spec.sandbox is not None)
+        script = job_script(
+            script, "slurm", sandbox=spec.sandbox is not None, pools=bool(spec.pools)
+        )
     else:
         script = job_script(script, "plain", remove_first=bool(values.get("remove_first")))
     return Request(
@@ -240,10 +279,34 @@ def _sbatch_request(
     )
 
 
+def pool_values(spec: LaunchSpec) -> list[dict[str, Any]]:
+    """Each pool as the job's header writes it (templates/_pools.sh.j2)."""
+    gpus = spec.slurm.gpus_per_node
+    return [
+        {
+            "name": name,
+            "replicas": pool.replicas,
+            "nodes_per_replica": pool.nodes_per_replica(gpus),
+            "port": pool.port,
+            "balancer_port": pool.balancer_port,
+            "placeholder": pool.placeholder(name),
+            "startup_timeout_s": pool.startup_timeout_s,
+            "health_path": pool.health_path,
+            "required": int(pool.required),
+            "image": pool.image or "",
+            "server": pool.server_command(gpus),
+            "env": pool.env,
+        }
+        for name, pool in spec.pools.items()
+    ]
+
+
 def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:
     """The sbatch request for `spec`; `script_path` is where the script will be written."""
     exported = spec.sandbox.exported() if spec.sandbox else []
-    return _sbatch_request(spec, script_path, TEMPLATE, ray=True, sandbox_export=exported)
+    return _sbatch_request(
+        spec, script_path, TEMPLATE, ray=True, sandbox_export=exported, pools=pool_values(spec)
+    )
 
 
 # ---- Asking Slurm: parsers (pure) ----
@@ -255,6 +318,13 @@ SACCT_FIELDS = "JobID,State,ExitCode"
 
 def _base_state(word: str) -> str:
     return word.split()[0].rstrip("+") if word.strip() else "UNKNOWN"
+
+
+def _job_id(word: str) -> tuple[str, int]:
+    """A job id as squeue and sacct print it, and its heterogeneous component: `325+1` is
+    component 1 of job 325 (a job with pools); a plain id is component 0."""
+    job_id, _, offset = word.strip().partition("+")
+    return job_id, int(offset) if offset.isdigit() else 0
 
 
 def _lines(text: str) -> list[str]:
@@ -272,7 +342,10 @@ def parse_squeue(text: str) -> dict[str, SchedulerView]:
             continue
         reason = parts[2].strip()
         nodes = parts[4].strip() if len(parts) > 4 else ""
-        views[parts[0].strip()] = SchedulerView(
+        job_id, component = _job_id(parts[0])
+        if component and job_id in views:
+            continue  # a job with pools: its first component (training) speaks for it
+        views[job_id] = SchedulerView(
             state=_base_state(parts[1]),
             reason=None if reason in ("", "None") else reason,
             nodes=nodes or None,
@@ -296,9 +369,10 @@ def parse_sacct(text: str) -> dict[str, SchedulerView]:
         if len(parts) < 3 or "." in parts[0] or not parts[0].strip() or not parts[1].strip():
             continue
         code, signal = _exit_code(parts[2])
-        views[parts[0].strip()] = SchedulerView(
-            state=_base_state(parts[1]), exit_code=code, signal=signal
-        )
+        job_id, component = _job_id(parts[0])
+        if component and job_id in views:
+            continue  # a job with pools: its first component (training) speaks for it
+        views[job_id] = SchedulerView(state=_base_state(parts[1]), exit_code=code, signal=signal)
     return views
 
 
@@ -313,8 +387,8 @@ def parse_scontrol_job(text: str) -> dict[str, SchedulerView]:
     views = {}
     for line in _lines(text):
         job_id, state = _field(line, "JobId"), _field(line, "JobState")
-        if not job_id or not state:
-            continue
+        if not job_id or not state or (_field(line, "HetJobOffset") or "0") != "0":
+            continue  # a job with pools: its first component (training) speaks for it
         code, signal = _exit_code(_field(line, "ExitCode") or "")
         reason = _field(line, "Reason")
         views[job_id] = SchedulerView(

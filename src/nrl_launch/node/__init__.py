@@ -44,6 +44,10 @@ _RAY = (
 # program as the text of one function, after deadline.sh.
 _SHIM = _DIR / "save_by_shim.py"
 _SHIM_END = "NRL_SAVE_BY_SHIM"
+# A job with pools: each pool's balancer (Python, standard library only), which the batch step
+# writes into the log dir, carried the same way after pools.sh.
+_BALANCER = _DIR / "pool_balancer.py"
+_BALANCER_END = "NRL_POOL_BALANCER"
 _FILES: dict[str, tuple[str, ...]] = {
     "slurm": (
         *_RAY,
@@ -56,13 +60,17 @@ _FILES: dict[str, tuple[str, ...]] = {
 }
 
 
-def files(kind: Kind, *, sandbox: bool = False, remove_first: bool = False) -> list[Path]:
+def files(
+    kind: Kind, *, sandbox: bool = False, remove_first: bool = False, pools: bool = False
+) -> list[Path]:
     """The files of `kind`'s program, in the order they are joined. The sandbox sidecar's
-    (sandbox:, a Ray job on Slurm only) are there only for a job that has one, and so is
-    pull --force's removal (remove_first.sh, a plain job's)."""
+    (sandbox:, a Ray job on Slurm only) are there only for a job that has one, and so are the
+    model pools' (pools:, likewise) and pull --force's removal (remove_first.sh, a plain
+    job's)."""
     names = [
         *_FILES[kind],
         *(("sandbox.sh",) if sandbox else ()),
+        *(("pools.sh",) if pools else ()),
         *(("remove_first.sh",) if remove_first else ()),
         f"{kind}.sh",
     ]
@@ -70,30 +78,41 @@ def files(kind: Kind, *, sandbox: bool = False, remove_first: bool = False) -> l
 
 
 @functools.cache
-def program(kind: Kind, *, sandbox: bool = False, remove_first: bool = False) -> str:
+def program(
+    kind: Kind, *, sandbox: bool = False, remove_first: bool = False, pools: bool = False
+) -> str:
     """`kind`'s node program: its files joined, each verbatim, a blank line between them (and
-    after deadline.sh, `save_by_shim_source`, which prints save_by_shim.py)."""
+    after deadline.sh, `save_by_shim_source`, which prints save_by_shim.py; after pools.sh,
+    `pool_balancer_source`, which prints pool_balancer.py)."""
     texts = []
-    for path in files(kind, sandbox=sandbox, remove_first=remove_first):
+    for path in files(kind, sandbox=sandbox, remove_first=remove_first, pools=pools):
         texts.append(path.read_text(encoding="utf-8"))
         if path.name == "deadline.sh":
-            texts.append(_shim_function())
+            texts.append(_source_function(_SHIM, _SHIM_END, "save_by_shim_source", "the driver's start-up shim"))
+        if path.name == "pools.sh":
+            texts.append(_source_function(_BALANCER, _BALANCER_END, "pool_balancer_source", "each pool's balancer"))
     return "\n".join(texts)
 
 
-def _shim_function() -> str:
-    shim = _SHIM.read_text(encoding="utf-8")
-    if _SHIM_END in shim:
-        raise ValueError(f"{_SHIM.name} holds {_SHIM_END}, which would end its heredoc early")
+def _source_function(path: Path, end: str, name: str, what: str) -> str:
+    """A bash function that prints the file at `path` verbatim (a quoted heredoc)."""
+    text = path.read_text(encoding="utf-8")
+    if end in text:
+        raise ValueError(f"{path.name} holds {end}, which would end its heredoc early")
     return (
-        "# The driver's start-up shim (nrl_launch/node/save_by_shim.py), printed verbatim.\n"
-        f"save_by_shim_source() {{\n  cat <<'{_SHIM_END}'\n{shim}{_SHIM_END}\n}}\n"
+        f"# {what[0].upper()}{what[1:]} (nrl_launch/node/{path.name}), printed verbatim.\n"
+        f"{name}() {{\n  cat <<'{end}'\n{text}{end}\n}}\n"
     )
 
 
 def job_script(
-    header: str, kind: Kind, *, sandbox: bool = False, remove_first: bool = False
+    header: str,
+    kind: Kind,
+    *,
+    sandbox: bool = False,
+    remove_first: bool = False,
+    pools: bool = False,
 ) -> str:
     """A job's script: its rendered header, the marker line, then the node program."""
-    body = program(kind, sandbox=sandbox, remove_first=remove_first)
+    body = program(kind, sandbox=sandbox, remove_first=remove_first, pools=pools)
     return f"{header.rstrip()}\n\n{MARKER}{body}"

@@ -241,6 +241,7 @@ run_head() {
       exit 1
     fi
   done
+  if ((NRL_HAS_POOLS)); then start_balancers || exit 1; fi
   log "starting the Ray head on $NRL_HEAD_IP:$NRL_GCS_PORT"
   start_ray --head --block --disable-usage-stats \
     --node-ip-address="$NRL_HEAD_IP" --port="$NRL_GCS_PORT" \
@@ -285,9 +286,12 @@ run_head() {
     [[ -e $NRL_LOG_DIR/ENDED ]] || end_job "the Ray head on $NRL_HEAD_NODE exited"
   elif ((NRL_SANDBOX)) && ! wait_for_sandboxes; then
     stop_requested || rc=1
+  elif ((NRL_HAS_POOLS)) && ! wait_for_pools; then
+    stop_requested || rc=1
   else
     run_driver || rc=$?
   fi
+  if ((NRL_HAS_POOLS)); then stop_balancers; fi
   stop_ray
   exit "$rc"
 }

@@ -45,6 +45,10 @@ batch_main() {
     # Before Ray: the sandboxes start while Ray comes up; the head waits for them.
     start_sandbox_step || { phase ended; exit 1; }
   fi
+  if ((NRL_HAS_POOLS)); then
+    # Before Ray too: the pools' replicas load their models while the training cluster starts.
+    start_pools || { phase ended; retry_decide 1; exit 1; }
+  fi
   if ((${NRL_CONTAINER_REUSE:-0})); then claim_containers; fi
   phase ray_steps
   set_container_args "$NRL_CONTAINER_NAME"
@@ -61,7 +65,14 @@ batch_main() {
 
   # Sleep until the first step ends: no polling while the job runs.
   local rc=0
-  first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} ${NRL_SANDBOX_PID:+"$NRL_SANDBOX_PID"} || rc=$?
+  while true; do
+    rc=0
+    first_to_end "$head_pid" ${worker_pid:+"$worker_pid"} ${NRL_SANDBOX_PID:+"$NRL_SANDBOX_PID"} \
+      ${NRL_POOL_STEP_PIDS[@]+"${NRL_POOL_STEP_PIDS[@]}"} || rc=$?
+    # A pool's replica that exits is routed around, unless it was its pool's last.
+    if ((NRL_HAS_POOLS)) && kill -0 "$head_pid" 2>/dev/null && pool_step_ended; then continue; fi
+    break
+  done
   if ((NRL_SANDBOX)); then sandbox_step_ended "$rc" "$head_pid"; fi
   if kill -0 "$head_pid" 2>/dev/null; then
     # Workers also end when the job is already ending (ENDED exists, e.g. the driver is done
@@ -83,6 +94,7 @@ batch_main() {
     [[ -z $worker_pid ]] || end_child "$worker_pid" 5 || true
   fi
   if ((NRL_SANDBOX)); then stop_sandbox_step; fi
+  if ((NRL_HAS_POOLS)); then stop_pool_steps; fi
   phase ended
   log "job ended with exit code $rc: $(<"$NRL_LOG_DIR/ENDED")"
   if [[ $NRL_CONTAINER_RUNTIME == pyxis ]]; then remove_containers; fi
@@ -111,6 +123,7 @@ case ${1:-} in
   head | worker) node_main "$1" ;;
   attach) shift; attach_main "$@" ;;
   attach-node) shift; attach_node "$@" ;;
+  pool-replica) shift; pool_replica_main "$@" ;;
   remove-containers) remove_containers_node ;;
   claim-container) claim_container_node ;;
   *) echo "usage: $0 [head|worker|attach [K] [-- CMD...]]" >&2; exit 2 ;;
