@@ -88,9 +88,11 @@ def program(
     for path in files(kind, sandbox=sandbox, remove_first=remove_first, pools=pools):
         texts.append(path.read_text(encoding="utf-8"))
         if path.name == "deadline.sh":
-            texts.append(_source_function(_SHIM, _SHIM_END, "save_by_shim_source", "the driver's start-up shim"))
+            what = "the driver's start-up shim"
+            texts.append(_source_function(_SHIM, _SHIM_END, "save_by_shim_source", what))
         if path.name == "pools.sh":
-            texts.append(_source_function(_BALANCER, _BALANCER_END, "pool_balancer_source", "each pool's balancer"))
+            what = "each pool's balancer"
+            texts.append(_source_function(_BALANCER, _BALANCER_END, "pool_balancer_source", what))
     return "\n".join(texts)
 
 
