@@ -19,6 +19,7 @@ from nrl_launch.cli import experiment as experiments
 from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
 from nrl_launch.jobs import query, record, snapshot
+from nrl_launch.jobs.status import PoolView
 from nrl_launch.spec.models import FrozenCode
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
         _line(s),
         *([f"    {code['line']}"] if code else []),
         *(f"    {line}" for line in s.earlier_tries),
+        *(f"    {PoolView(**pool).line(over=s.over)}" for pool in s.pools),
         *(f"    | {line}" for line in s.driver_tail),
     ]
     return "\n".join(lines)

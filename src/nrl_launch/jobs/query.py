@@ -3,6 +3,7 @@ one loop that asks a scheduler again and again (following jobs, waiting for doct
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
         driver_tail=_driver_tail(logs.log_dir, tail, rec.kind),
         log_dirs=[str(p) for p in runs if p.is_dir()],
         cause=str(found) if found else None,
+        pools=[dataclasses.asdict(pool) for pool in logs.pools],
     )
 
 

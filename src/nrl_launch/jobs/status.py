@@ -45,6 +45,26 @@ def main_log(kind: str) -> str:
 
 
 @dataclass(frozen=True)
+class PoolView:
+    """A model pool (pools:) as its balancer last wrote it (pool-<name>.json in the log dir)."""
+
+    name: str
+    healthy: int
+    total: int
+    url: str
+    exited: bool = False  # every replica has exited (pool-<name>.gone)
+
+    def line(self, *, over: bool = False) -> str:
+        """As `status` shows it; `over`: the job has ended (the counts were its balancer's
+        last)."""
+        if self.exited:
+            return f"pool {self.name}: every replica has exited"
+        if over:
+            return f"pool {self.name}: {self.total} replica(s), served at {self.url}"
+        return f"pool {self.name}: {self.healthy}/{self.total} replicas healthy, {self.url}"
+
+
+@dataclass(frozen=True)
 class LogView:
     """What the job wrote to its log dir."""
 
@@ -60,6 +80,7 @@ class LogView:
     ended: str | None = None
     exit_code: int | None = None  # the exit_code file (local, Lepton and plain jobs write one)
     sandboxes_ready: int | None = None  # nodes whose sandbox answers; None: the job has none
+    pools: tuple[PoolView, ...] = ()
 
     @property
     def end(self) -> tuple[int, str] | None:
@@ -108,6 +129,8 @@ class JobStatus:
     try_index: int | None = None
     try_count: int | None = None
     earlier_tries: list[str] = field(default_factory=list)
+    # pools: each pool's replicas healthy (of how many) and URL, as its balancer last said
+    pools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def over(self) -> bool:
@@ -199,6 +222,7 @@ def read_log_dir(log_dir: Path) -> LogView:
     sandbox = log_dir / "sandbox"  # made at the start of a job with a sandbox, before Ray
     sandboxes_ready = len(list(sandbox.glob("READY.*"))) if sandbox.is_dir() else None
     return LogView(
+        pools=read_pools(log_dir),
         log_dir=log_dir,
         head_up=(log_dir / "STARTED_RAY_HEAD").exists(),
         nodes=readiness.get("nodes"),
@@ -212,6 +236,23 @@ def read_log_dir(log_dir: Path) -> LogView:
         exit_code=exit_code,
         sandboxes_ready=sandboxes_ready,
     )
+
+
+def read_pools(log_dir: Path) -> tuple[PoolView, ...]:
+    """Each pool's state as its balancer last wrote it; a half-written or odd file is skipped."""
+    found = []
+    for path in sorted(log_dir.glob("pool-*.json")):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            name, healthy, total = state["pool"], state["healthy"], state["total"]
+            url = printable(str(state["url"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not (isinstance(name, str) and isinstance(healthy, int) and isinstance(total, int)):
+            continue
+        exited = (log_dir / f"pool-{name}.gone").exists()
+        found.append(PoolView(printable(name), healthy, total, url, exited))
+    return tuple(found)
 
 
 # C0 and C1 control characters but newline and tab, and DEL: terminal escapes among them.
@@ -287,5 +328,8 @@ def _ray_progress(logs: LogView, nodes: int) -> tuple[Phase, str]:
             if logs.sandboxes_ready is not None
             else ""
         )
-        return Phase.RUNNING, f"all {expected} nodes joined{head}{gpus}{sandboxes}"
+        # And once every required pool's replicas all answer.
+        waiting = [f"{p.name} {p.healthy}/{p.total}" for p in logs.pools if p.healthy < p.total]
+        pools = f"; waiting for pools: {', '.join(waiting)}" if waiting else ""
+        return Phase.RUNNING, f"all {expected} nodes joined{head}{gpus}{sandboxes}{pools}"
     return Phase.RUNNING, f"driver running on {expected} node(s){head}"
