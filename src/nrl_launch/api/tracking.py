@@ -82,7 +82,8 @@ def wait(rec: JobRecord, *, timeout: float | None, poll: float) -> JobStatus:
 
 def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
     """driver (or None) -> ray-driver.log, head (or 0) -> ray-head.log, K -> ray-worker-K.log;
-    a plain job (run, pull) has one log, job.log."""
+    a pool's NAME -> its balancer's log, NAME.K -> its replica K's; a plain job (run, pull)
+    has one log, job.log."""
     if rec.kind == "plain":
         if node is not None:
             raise UsageError(
@@ -92,7 +93,12 @@ def log_file(log_dir: Path, node: str | None, rec: JobRecord) -> Path:
         return log_dir / main_log(rec.kind)
     if node in (None, "driver"):
         return log_dir / main_log(rec.kind)
-    index = rec.node_index(node, also="driver, ")
+    pool = record.pool_of(rec, node)
+    if pool is not None:
+        name, replica = pool
+        return log_dir / f"pool-{name}-{'balancer' if replica is None else replica}.log"
+    pools = record.pools_named(rec, "a pool's replica; the pool alone: its balancer")
+    index = rec.node_index(node, also=f"driver, {pools}")
     return log_dir / ("ray-head.log" if index == 0 else f"ray-worker-{index}.log")
 
 

@@ -19,6 +19,7 @@ EXAMPLES = """\
 Examples:
   nrl-launch attach JOBID                      # a shell on the head node, in the job's container
   nrl-launch attach JOBID --node 1 -- ray status
+  nrl-launch attach JOBID --node judge.1 -- nvidia-smi   # replica 1 of the pool judge
 """
 
 
@@ -33,7 +34,10 @@ def attach(
     node: Annotated[
         str,
         typer.Option(
-            "--node", metavar="NODE", help="head (default), or a node index K (0 is the head)."
+            "--node",
+            metavar="NODE",
+            help="head (default), or a node index K (0 is the head); a pool's NAME.K: the "
+            "first node of its replica K.",
         ),
     ] = "head",
     json: Annotated[
@@ -51,7 +55,11 @@ def attach(
     rec = query.current_try(record.load(job_id, paths.state_dir(os.environ)))
     query.require_network(rec, "attach")
     record.require_ray(rec, "attach")
-    index = rec.node_index(node)
+    pool = record.pool_of(rec, node)
+    if pool is None:
+        where = str(rec.node_index(node, also=record.pools_named(rec, "a pool's replica")))
+    else:
+        where = f"{pool[0]}.{pool[1] or 0}"  # a pool alone: its replica 0
     query.require_running(rec, "attach to")
     # Written by the job when it starts, with its nodes: the same script users run by hand. It
     # runs here, as you, and runs the log dir's job.sbatch: only if no one else could write them.
@@ -64,4 +72,4 @@ def attach(
     # The attach script also reads ray.sub's COMMAND; a user's exported COMMAND (their
     # training command, say) must not replace the shell they asked for.
     env = {name: value for name, value in os.environ.items() if name != "COMMAND"}
-    runner.become(["bash", str(script), str(index), "--", *(command or [])], env)
+    runner.become(["bash", str(script), where, "--", *(command or [])], env)

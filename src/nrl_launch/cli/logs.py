@@ -23,6 +23,7 @@ EXAMPLES = """\
 Examples:
   nrl-launch logs JOBID -f                 # follow the driver; exits with the job's exit code
   nrl-launch logs JOBID --node 1 --tail 50 # the end of worker 1's Ray log
+  nrl-launch logs JOBID --node judge.0     # replica 0 of the pool judge
 """
 
 
@@ -41,8 +42,8 @@ def logs(
         typer.Option(
             "--node",
             metavar="NODE",
-            help="driver (default), head, or worker index K; a plain job (run, pull) has one "
-            "log, job.log.",
+            help="driver (default), head, or worker index K; a pool's NAME (its balancer) or "
+            "NAME.K (its replica K); a plain job (run, pull) has one log, job.log.",
         ),
     ] = None,
     tail: Annotated[

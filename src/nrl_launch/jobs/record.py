@@ -96,6 +96,32 @@ class JobRecord(BaseModel):
         raise UsageError(f"--node {value!r}: expected {accepted}")
 
 
+def pool_of(record: JobRecord, value: str) -> tuple[str, int | None] | None:
+    """`--node` as one of the job's pools: NAME (the pool: its balancer) or NAME.K (its replica
+    K), as (NAME, K or None); None when `value` names no pool of the job.
+
+    Raises:
+        UsageError: the pool has no replica K.
+    """
+    pools = record.spec.get("pools") or {}
+    name, dot, replica = value.partition(".")
+    if name not in pools:
+        return None
+    if not dot:
+        return name, None
+    replicas = int(pools[name].get("replicas", 1))
+    if not (replica.isdigit() and int(replica) < replicas):
+        raise UsageError(
+            f"--node {value!r}: pool {name} has replicas {name}.0 to {name}.{replicas - 1}"
+        )
+    return name, int(replica)
+
+
+def pools_named(record: JobRecord, what: str) -> str:
+    """The job's pools as `--node` takes them, for a message (`what`: NAME.K's meaning)."""
+    return "".join(f"{name}.K ({what}), " for name in record.spec.get("pools") or {})
+
+
 def require_ray(record: JobRecord, command: str, hint: str = "") -> None:
     """Refuse `command` (attach, stop, dashboard) on a plain job, in one line: it has no Ray."""
     if record.kind == "plain":

@@ -40,6 +40,11 @@ attach_main() {
   if (($#)) && [[ $1 != -- ]]; then index=$1; shift; fi
   [[ ${1:-} != -- ]] || shift
   [[ $index != head ]] || index=0
+  if ((${NRL_HAS_POOLS:-0})) && [[ $index =~ ^([a-z][a-z0-9_]*)\.([0-9]+)$ ]]; then
+    local pool=${BASH_REMATCH[1]} replica=$((10#${BASH_REMATCH[2]}))
+    if ((!$#)) && [[ -n ${COMMAND:-} ]]; then set -- bash -c "$COMMAND"; elif ((!$#)); then shell=1; fi
+    attach_pool "$pool" "$replica" "$shell" "$@"
+  fi
   if [[ ! $index =~ ^[0-9]+$ ]] || ((10#$index >= NRL_NODES)); then
     echo "attach: no node '$index' in job $NRL_ATTACH_JOB: it has nodes 0 (the head) to $((NRL_NODES - 1))" >&2
     exit 2

@@ -40,7 +40,10 @@ start_pools() {
       ip=$(node_ip "${slice[0]}")
       backends+="${backends:+ }$ip:${NRL_POOL_PORTS[i]}"
       printf 'pool %s replica %s: %s\n' "$p" "$r" "${slice[*]}" >>"$NRL_LOG_DIR/node-allocation.txt"
-      NRL_CONTAINER_IMAGE=${NRL_POOL_IMAGES[i]:-${NRL_CONTAINER_IMAGE:-}} set_container_args ""
+      # A container of its own, named so that attach can enter it (never kept: removed at the
+      # job's end with the others).
+      NRL_CONTAINER_IMAGE=${NRL_POOL_IMAGES[i]:-${NRL_CONTAINER_IMAGE:-}} NRL_CONTAINER_REUSE=0 \
+        set_container_args "$(pool_container "$p" "$r")"
       # Its own step on its own nodes (the second component): its exit is this replica's.
       srun --het-group=1 "${NRL_STEP_ARGS[@]}" "${NRL_CONTAINER_ARGS[@]}" --nodes="$per" \
         --ntasks="$per" -w "$(IFS=,; printf '%s' "${slice[*]}")" --kill-on-bad-exit=1 \
@@ -52,6 +55,27 @@ start_pools() {
     export "NRL_POOL_BACKENDS_$i=$backends"
     log "pool $p: ${NRL_POOL_REPLICAS[i]} replica(s) starting on $backends"
   done
+}
+
+# The name of replica $2 of pool $1's container (pyxis).
+pool_container() { printf '%s' "${NRL_CONTAINER_NAME:-nrl-$NRL_RUN_NAME}-pool-$1-$2"; }
+
+# The pools' nodes, all of them (the job's second component), comma-separated.
+pool_nodes() { sed -n 's/^pool [^ ]* replica [0-9]*: //p' "$NRL_LOG_DIR/node-allocation.txt" | tr ' \n' ',,' | sed 's/,*$//'; }
+
+# attach to pool $1's replica $2: a shell or one command on its first node, in its container.
+attach_pool() {
+  local p=$1 r=$2 shell=$3 node pty=()
+  shift 3
+  node=$(sed -n "s/^pool $p replica $r: \([^ ]*\).*/\1/p" "$NRL_LOG_DIR/node-allocation.txt" 2>/dev/null)
+  if [[ -z $node ]]; then
+    echo "attach: no replica $r of a pool $p in job $NRL_ATTACH_JOB (see node-allocation.txt in its log dir)" >&2
+    exit 2
+  fi
+  ((shell == 0)) || pty=(--pty)
+  set_container_args "$(pool_container "$p" "$r")" attach
+  exec srun --overlap --jobid="$NRL_ATTACH_JOB" --het-group=1 --nodes=1 --ntasks=1 -w "$node" \
+    "${NRL_CONTAINER_ARGS[@]}" "${pty[@]}" bash "$NRL_LOG_DIR/job.sbatch" attach-node "$@"
 }
 
 # Batch step, after first_to_end: whether the job goes on (0) because what ended was only a

@@ -7,6 +7,14 @@ remove_containers() {
   timeout 60 srun --overlap --nodes="$NRL_NODES" --ntasks="$NRL_NODES" --ntasks-per-node=1 \
     bash "$NRL_LOG_DIR/job.sbatch" remove-containers \
     || log "could not remove the job's containers on every node (see slurm-$SLURM_JOB_ID.out)"
+  ((${NRL_HAS_POOLS:-0})) || return 0
+  # And the pools' replicas' containers, on the job's second component.
+  local nodes
+  nodes=$(pool_nodes)
+  [[ -n $nodes ]] || return 0
+  timeout 60 srun --overlap --het-group=1 -w "$nodes" --ntasks-per-node=1 \
+    --ntasks="$(tr ',' '\n' <<<"$nodes" | wc -l)" bash "$NRL_LOG_DIR/job.sbatch" remove-containers \
+    || log "could not remove the pools' containers on every node (see slurm-$SLURM_JOB_ID.out)"
 }
 
 # On one node: this job's containers, under either container_scope (pyxis names them
@@ -22,9 +30,10 @@ remove_containers_node() {
   # When squeue cannot answer, only this job's containers go.
   running=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ') || running=""
   while read -r name; do
-    if [[ $name == "pyxis_$NRL_CONTAINER_NAME" || $name == pyxis_*_"$NRL_CONTAINER_NAME" ]]; then
+    if [[ $name == "pyxis_$NRL_CONTAINER_NAME" || $name == pyxis_*_"$NRL_CONTAINER_NAME" ||
+      $name == "pyxis_$NRL_CONTAINER_NAME"-pool-* || $name == pyxis_*_"$NRL_CONTAINER_NAME"-pool-* ]]; then
       names+=("$name")
-    elif [[ -n $running && $name =~ ^pyxis_([0-9]+_)?nrl-([0-9]+)(-[0-9]+)?$ \
+    elif [[ -n $running && $name =~ ^pyxis_([0-9]+_)?nrl-([0-9]+)(-[0-9]+)?(-pool-[a-z0-9_]+-[0-9]+)?$ \
       && " $running" != *" ${BASH_REMATCH[2]} "* ]]; then
       names+=("$name")
     fi
