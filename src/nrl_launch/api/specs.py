@@ -21,7 +21,7 @@ from nrl_launch.errors import ConfigError
 from nrl_launch.jobs import snapshot
 from nrl_launch.nemorl import job as nemorl_job
 from nrl_launch.nemorl.job import Prepared
-from nrl_launch.spec import layers, lint
+from nrl_launch.spec import layers, lint, pools
 from nrl_launch.spec.setting import Resolved
 
 if TYPE_CHECKING:
@@ -245,6 +245,17 @@ class Plan:
             "warnings": list(prepared.warnings),
             "driver": list(spec.driver.command or []),
             "sandbox": sandbox.model_dump(mode="json") if (sandbox := spec.sandbox) else None,
+            "pool_nodes": spec.pool_nodes,
+            "pools": [
+                {
+                    "name": name,
+                    **pool.model_dump(mode="json"),
+                    "nodes_per_replica": pool.nodes_per_replica(spec.slurm.gpus_per_node),
+                    "slices": [list(s.indices) for s in pools.slices(spec) if s.pool == name],
+                    "placeholder": pool.placeholder(name),
+                }
+                for name, pool in spec.pools.items()
+            ],
         }
 
 

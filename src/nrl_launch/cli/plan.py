@@ -9,10 +9,12 @@ from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_comma
 from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
 from nrl_launch.shell import join
+from nrl_launch.spec.pools import slices
 
 if TYPE_CHECKING:
     from nrl_launch.api.specs import Plan
     from nrl_launch.nemorl.layout import Layout, NodeRole
+    from nrl_launch.spec import LaunchSpec
 
 EXAMPLES = """\
 Examples:
@@ -108,6 +110,8 @@ def _as_text(planned: Plan, layout: Layout) -> str:
             f"Sandbox:     {join(sandbox.command)} on every node, "
             f"{sandbox.image or 'without a container'}; ports {sandbox.ports()}"
         )
+    if spec.pools:
+        lines += ["", *pool_lines(spec)]
     if planned.refused:  # the config fits or not; submit would refuse the job for these too
         lines += ["", "Submit would refuse it here:"]
         lines += [f"  {line}" for line in planned.refused]
@@ -116,6 +120,27 @@ def _as_text(planned: Plan, layout: Layout) -> str:
     # say them again, for the exit code's sake.
     lines += [f"  {problem}" for problem in planned.problems]
     return "\n".join(lines)
+
+
+def pool_lines(spec: LaunchSpec) -> list[str]:
+    """The pools' component and each pool's slice of it, as plan shows them."""
+    gpus = spec.slurm.gpus_per_node
+    lines = [
+        f"Pools:       {spec.pool_nodes} node(s) more, in a second component of the job "
+        f"(Slurm hetjob): component 0 trains on {spec.allocated_nodes} node(s)"
+    ]
+    for name, pool in spec.pools.items():
+        mine = [s for s in slices(spec) if s.pool == name]
+        first, last = mine[0].first, mine[-1].first + mine[-1].nodes - 1
+        per = pool.nodes_per_replica(gpus)
+        where = f"pool node {first}" if first == last else f"pool nodes {first}-{last}"
+        lines.append(
+            f"  {name}: {pool.replicas} replica(s) x {per} node(s) "
+            f"({pool.tensor_parallel(gpus)} GPUs each) on {where}; its URL "
+            f"http://<head>:{pool.balancer_port}/v1 replaces {pool.placeholder(name)}; "
+            + ("required" if pool.required else "optional")
+        )
+    return lines
 
 
 def _runs(roles: list[NodeRole]) -> list[tuple[str, NodeRole]]:
