@@ -17,12 +17,20 @@ from tests.conftest import need_tool
 from tests.helpers import spec
 
 NODE_FILES = sorted(Path(node.__file__).parent.glob("*.sh"))
-KINDS: list[tuple[node.Kind, bool]] = [
-    ("slurm", False),
-    ("slurm", True),
-    ("local", False),
-    ("lepton", False),
+# (kind, sandbox, pools)
+KINDS: list[tuple[node.Kind, bool, bool]] = [
+    ("slurm", False, False),
+    ("slurm", True, False),
+    ("slurm", False, True),
+    ("local", False, False),
+    ("lepton", False, False),
 ]
+KIND_IDS = ["slurm", "slurm-sandbox", "slurm-pools", "local", "lepton"]
+# A job with a pool whose URL goes to the driver.
+POOLS = {
+    "driver": {"command": ["python", "train.py", "++judge=__JUDGE_URL__"]},
+    "pools": {"judge": {"replicas": 2, "command": ["serve"], "balancer_port": 8100}},
+}
 # The Slurm scripts that run no Ray: a plain command's (`run`, pull's, pull --force's: with
 # remove_first.sh) and doctor's probe's. Each program ends with its entry point.
 NO_RAY: list[tuple[node.Kind, bool, str]] = [
@@ -44,7 +52,11 @@ def test_every_node_file_is_plain_bash_in_a_program() -> None:
     """No Jinja in any file (a job's values are the header's), each well under 500 lines, and
     every one is part of some kind's program."""
     assert len(NODE_FILES) >= 10
-    used = {path for kind, sandbox in KINDS for path in node.files(kind, sandbox=sandbox)}
+    used = {
+        path
+        for kind, sandbox, pools in KINDS
+        for path in node.files(kind, sandbox=sandbox, pools=pools)
+    }
     used |= {path for kind, first, _ in NO_RAY for path in node.files(kind, remove_first=first)}
     for path in NODE_FILES:
         text = path.read_text(encoding="utf-8")
@@ -60,19 +72,17 @@ def test_each_node_file_is_shellcheck_clean_on_its_own(path: Path) -> None:
     assert _shellcheck(path, "SC2034") == ""
 
 
-@pytest.mark.parametrize(
-    ("kind", "sandbox"), KINDS, ids=["slurm", "slurm-sandbox", "local", "lepton"]
-)
+@pytest.mark.parametrize(("kind", "sandbox", "pools"), KINDS, ids=KIND_IDS)
 def test_each_assembled_program_is_shellcheck_clean(
-    kind: node.Kind, sandbox: bool, tmp_path: Path
+    kind: node.Kind, sandbox: bool, pools: bool, tmp_path: Path
 ) -> None:
     """The program as a job carries it, without its header: only the header's values are
     unknown to it (SC2034 aside, as for one file: the header's job_env and ports read some)."""
     path = tmp_path / f"{kind}.sh"
-    path.write_text(node.program(kind, sandbox=sandbox), encoding="utf-8")
+    path.write_text(node.program(kind, sandbox=sandbox, pools=pools), encoding="utf-8")
     assert _shellcheck(path, "SC2034") == ""
     # It ends with the mode dispatch.
-    assert node.program(kind, sandbox=sandbox).rstrip().endswith("esac")
+    assert node.program(kind, sandbox=sandbox, pools=pools).rstrip().endswith("esac")
 
 
 def _render(kind: str) -> str:
@@ -80,17 +90,21 @@ def _render(kind: str) -> str:
         return local.plan(spec(backend="local", container={"runtime": "none"})).script
     if kind == "slurm-sandbox":
         return slurm.plan(spec(sandbox={"command": ["x"], "unsafe_on_host": True})).script
+    if kind == "slurm-pools":
+        return slurm.plan(spec(**POOLS)).script
     return slurm.plan(spec()).script
 
 
-@pytest.mark.parametrize("render", ["slurm", "slurm-sandbox", "local"])
+@pytest.mark.parametrize("render", ["slurm", "slurm-sandbox", "slurm-pools", "local"])
 def test_a_render_ends_with_exactly_the_program_after_the_marker(render: str) -> None:
     """Above the marker, the job's header; after it, the kind's program, byte for byte."""
     kind: node.Kind = "local" if render == "local" else "slurm"
     text = _render(render)
     assert text.count(node.MARKER) == 1
     header, program = text.split(node.MARKER)
-    assert program == node.program(kind, sandbox=render == "slurm-sandbox")
+    assert program == node.program(
+        kind, sandbox=render == "slurm-sandbox", pools=render == "slurm-pools"
+    )
     assert header.startswith("#!/usr/bin/env bash\n")
     assert "\ncase ${1:-} in" not in header
 
