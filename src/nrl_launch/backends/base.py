@@ -8,7 +8,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nrl_launch.shell import join
 
@@ -23,6 +23,7 @@ __all__ = [
     "Request",
     "SchedulerView",
     "Submitted",
+    "pool_values",
     "spec_environment",
     "state_phase",
 ]
@@ -35,6 +36,28 @@ JOB_SPEC_VAR = "NRL_JOB_SPEC"
 def spec_environment(spec: LaunchSpec) -> tuple[tuple[str, str], ...]:
     """A Request's `environment` for `spec`: its JSON in JOB_SPEC_VAR."""
     return ((JOB_SPEC_VAR, spec.model_dump_json()),)
+
+
+def pool_values(spec: LaunchSpec) -> list[dict[str, Any]]:
+    """Each pool as the job's header writes it (templates/_pools.sh.j2)."""
+    gpus = spec.slurm.gpus_per_node
+    return [
+        {
+            "name": name,
+            "replicas": pool.replicas,
+            "nodes_per_replica": pool.nodes_per_replica(gpus),
+            "port": pool.port,
+            "balancer_port": pool.balancer_port,
+            "placeholder": pool.placeholder(name),
+            "startup_timeout_s": pool.startup_timeout_s,
+            "health_path": pool.health_path,
+            "required": int(pool.required),
+            "image": pool.image or "",
+            "server": pool.server_command(gpus),
+            "env": pool.env,
+        }
+        for name, pool in spec.pools.items()
+    ]
 
 
 @dataclass(frozen=True)

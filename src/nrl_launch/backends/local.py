@@ -20,6 +20,7 @@ from nrl_launch.backends.base import (
     Request,
     SchedulerView,
     Submitted,
+    pool_values,
     spec_environment,
 )
 from nrl_launch.errors import UsageError
@@ -44,8 +45,9 @@ def plan(
         ray=True,
         version=__version__,
         run_command=join(argv),
+        pools=pool_values(spec),
     )
-    script = job_script(header, "local")
+    script = job_script(header, "local", pools=bool(spec.pools))
     return Request(argv=argv, script=script, environment=spec_environment(spec))
 
 

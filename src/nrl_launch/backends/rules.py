@@ -50,6 +50,24 @@ def _no_pools(spec: LaunchSpec) -> None:
         )
 
 
+def _local_pool_ports(spec: LaunchSpec) -> None:
+    """On this machine a pool's replicas listen on its port and the ones after it (port + K):
+    those must be no other pool's, nor a balancer's."""
+    taken: dict[int, str] = {
+        p.balancer_port: f"pools.{n}.balancer_port" for n, p in spec.pools.items()
+    }
+    for name, pool in spec.pools.items():
+        for replica in range(pool.replicas):
+            port = pool.port + replica
+            other = taken.get(port)
+            if other is not None:
+                raise ValueError(
+                    f"pools.{name}.port: on the local backend replica {replica} listens on "
+                    f"{port} (port + {replica}), which is {other}'s; move one of them"
+                )
+            taken[port] = f"pools.{name}.port"
+
+
 def _local(spec: LaunchSpec) -> None:
     """One node, this machine, no container."""
     if spec.slurm.nodes != 1:
@@ -69,7 +87,7 @@ def _local(spec: LaunchSpec) -> None:
         )
     _no_sandbox(spec)
     _no_retries(spec)
-    _no_pools(spec)
+    _local_pool_ports(spec)
 
 
 # Lepton's own rules for a job's name (its SDK checks them): up to 36 of a-z, 0-9 and '-'. Submit

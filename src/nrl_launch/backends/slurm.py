@@ -20,6 +20,7 @@ from nrl_launch.backends.base import (
     Request,
     SchedulerView,
     Submitted,
+    pool_values,
     spec_environment,
     state_phase,
 )
@@ -277,28 +278,6 @@ def _sbatch_request(
     return Request(
         argv=argv, script=script, environment=spec_environment(spec), **withheld(spec, secrets)
     )
-
-
-def pool_values(spec: LaunchSpec) -> list[dict[str, Any]]:
-    """Each pool as the job's header writes it (templates/_pools.sh.j2)."""
-    gpus = spec.slurm.gpus_per_node
-    return [
-        {
-            "name": name,
-            "replicas": pool.replicas,
-            "nodes_per_replica": pool.nodes_per_replica(gpus),
-            "port": pool.port,
-            "balancer_port": pool.balancer_port,
-            "placeholder": pool.placeholder(name),
-            "startup_timeout_s": pool.startup_timeout_s,
-            "health_path": pool.health_path,
-            "required": int(pool.required),
-            "image": pool.image or "",
-            "server": pool.server_command(gpus),
-            "env": pool.env,
-        }
-        for name, pool in spec.pools.items()
-    ]
 
 
 def plan(spec: LaunchSpec, script_path: str = DEFAULT_SCRIPT_NAME) -> Request:

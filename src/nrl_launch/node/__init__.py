@@ -70,7 +70,7 @@ def files(
     names = [
         *_FILES[kind],
         *(("sandbox.sh",) if sandbox else ()),
-        *(("pools.sh",) if pools else ()),
+        *(("pools.sh", f"pools_{kind}.sh") if pools else ()),
         *(("remove_first.sh",) if remove_first else ()),
         f"{kind}.sh",
     ]

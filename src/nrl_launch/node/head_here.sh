@@ -12,6 +12,7 @@ cancelled() {
     # The head's own stop is bounded: driver 30 s, then Ray 40 s.
     wait_bounded "$NRL_HEAD_PID" 120 || true
   fi
+  if ((${NRL_HAS_POOLS:-0})); then stop_local_pools; fi
   phase ended
   printf '143\n' >"$NRL_LOG_DIR/exit_code"
   log "job cancelled"
@@ -25,6 +26,7 @@ run_head_here() {
   NRL_HEAD_PID=$!
   wait "$NRL_HEAD_PID" || rc=$?
   end_job "the head ended with exit code $rc"
+  if ((${NRL_HAS_POOLS:-0})); then stop_local_pools; fi
   phase ended
   printf '%s\n' "$rc" >"$NRL_LOG_DIR/exit_code"
   log "job ended with exit code $rc: $(<"$NRL_LOG_DIR/ENDED")"

@@ -20,6 +20,8 @@ local_main() {
   export NRL_HEAD_NODE NRL_HEAD_IP NRL_NODE_LIST NRL_SUBMIT_DIR
   log "job $1 on $NRL_HEAD_NODE, logs in $NRL_LOG_DIR"
   write_attach_script "$1" job.sh
+  # Before the head: the pools' replicas start while Ray comes up.
+  if ((NRL_HAS_POOLS)); then start_local_pools; fi
 
   run_head_here
 }
