@@ -210,6 +210,16 @@ def tiny_rl() -> Path:
     return TINY_RL
 
 
+@pytest.fixture
+def fresh_tiny_rl(tiny_rl: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """examples/tiny-rl without what an earlier run of its main job left (checkpoints, logs),
+    and jobs recorded in tmp."""
+    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
+    for left in [tiny_rl / "results", tiny_rl / "logs", *tiny_rl.glob("local-*")]:
+        shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
+    return tiny_rl
+
+
 # ---- Another user of a shared cluster, for the tests of who may write what (trust.py) ----
 
 OTHER_UID = 54321  # another user: no passwd entry, so nrl-launch names it "uid 54321"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,16 +54,6 @@ def test_readme_cluster_check_runs_here(cli: Cli, here: Path) -> None:
     listed = json.loads(cli("list", "--json").out)["jobs"]
     assert [j["job_id"] for j in listed] == [job_id] and listed[0]["backend"] == "local"
     assert not ray_processes(log_dir)
-
-
-@pytest.fixture
-def fresh_tiny_rl(tiny_rl: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """examples/tiny-rl without what an earlier run of its main job left (checkpoints, logs),
-    and jobs recorded in tmp."""
-    monkeypatch.setenv("NRL_LAUNCH_STATE_DIR", str(isolated / "state"))
-    for left in [tiny_rl / "results", tiny_rl / "logs", *tiny_rl.glob("local-*")]:
-        shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
-    return tiny_rl
 
 
 def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:

@@ -1,6 +1,10 @@
 """GRPO, every step: generate on the engines, score, group-relative advantages, a clipped
 policy-gradient update on the FSDP2 ranks, then push the new weights to every engine.
 
+Scoring is `task.reward` in this process, or, when `tiny_rl.judge_url` is set, the judge at that
+URL (tiny_rl/judge.py: an OpenAI-compatible server, say a model pool behind its balancer), one
+request per sample; the time it takes is logged as `judge_s`.
+
 Before each update, training recomputes the log-probabilities of what the engines sampled; the
 two must agree (they run the same weights, one sharded for FSDP2, one split for TP), which
 checks the last weight push. Their largest gap is logged as `logprob_error`.
@@ -17,6 +21,7 @@ import torch
 
 from tiny_rl import task
 from tiny_rl.config import fail
+from tiny_rl.judge import Client, JudgeError
 from tiny_rl.metrics import say
 from tiny_rl.run import Run
 
@@ -37,6 +42,7 @@ def main(argv: list[str], default_config: Path) -> int:
     temperature = float(gen_cfg.get("temperature", 1.0))
     if temperature != 1.0:
         fail(f"policy.generation.temperature={temperature}: tiny-rl samples at 1.0 only")
+    judge = connect_judge((run.cfg.get("tiny_rl") or {}).get("judge_url"))
     train, engines = run.workers.train, run.workers.engines
     step = run.step
     push(engines, train, step)
@@ -53,7 +59,9 @@ def main(argv: list[str], default_config: Path) -> int:
         t = time.perf_counter()
         tokens, gen_logprobs = generate(engines, batch, length, run.seed * 7919 + step)
         generation_s = time.perf_counter() - t
-        rewards = task.reward(tokens, length)
+        t = time.perf_counter()
+        rewards = score(judge, tokens, length)
+        judge_s = time.perf_counter() - t if judge else 0.0
         adv = task.advantages(rewards, group)
 
         t = time.perf_counter()
@@ -90,13 +98,15 @@ def main(argv: list[str], default_config: Path) -> int:
             "training_s": training_s,
             "weight_sync_s": sync_s,
             "checkpoint_s": save_s,
+            "judge_s": judge_s,
         }
         run.metrics.log(step, values)
         say(
             f"step {step}/{run.max_steps}: reward {values['reward']:.3f} "
             f"loss {values['loss']:+.4f} "
             f"logprob error {error:.1e} | {step_s:.2f} s (generation {generation_s:.2f}, "
-            f"training {training_s:.2f}, weight sync {sync_s:.2f})"
+            f"training {training_s:.2f}, weight sync {sync_s:.2f}"
+            f"{f', judge {judge_s:.2f}' if judge else ''})"
         )
     final = check_push(engines, train, run, length, vocab)
     say(
@@ -104,6 +114,31 @@ def main(argv: list[str], default_config: Path) -> int:
         f"({final:.1e})"
     )
     return 0
+
+
+def connect_judge(url: str | None) -> Client | None:
+    """The judge at tiny_rl.judge_url, once it answers; None (task.reward here) when unset."""
+    if url is None:
+        say("rewards: task.reward, in this process (tiny_rl.judge_url is null)")
+        return None
+    try:
+        judge = Client(str(url))
+        model = judge.model()
+    except JudgeError as err:
+        fail(str(err))
+    say(f"rewards: from the judge {model} at {judge.url}, one request per sample")
+    return judge
+
+
+def score(judge: Client | None, tokens: torch.Tensor, length: int) -> torch.Tensor:
+    if judge is None:
+        return task.reward(tokens, length)
+    prompts, answers = tokens[:, :length].tolist(), tokens[:, length : 2 * length].tolist()
+    pairs = list(zip(prompts, answers, strict=True))
+    try:
+        return torch.tensor(judge.scores(pairs), dtype=torch.float32)
+    except JudgeError as err:
+        fail(str(err))
 
 
 def generate(
