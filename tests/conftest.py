@@ -159,6 +159,8 @@ def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
 
 
 TINY_RL = EXAMPLES / "tiny-rl"
+# What marks the README's main job's block (its tiny-rl env, then its GRPO run).
+MAIN_JOB = "--wait grpo --config examples/configs/grpo_tiny.yaml"
 
 
 def readme_block(marker: str) -> list[str]:
@@ -197,7 +199,7 @@ def tiny_rl() -> Path:
     if not uv.exists():
         unavailable(f"{sys.prefix} has no uv: pip install -e '.[dev,local]'")
     (make_env,) = [
-        line for line in readme_block("examples/configs/grpo_tiny.yaml") if "uv venv" in line
+        line for line in readme_block(MAIN_JOB) if "uv venv" in line
     ]
     made = subprocess.run(
         as_reader([make_env.split("#")[0]]),

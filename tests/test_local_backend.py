@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    MAIN_JOB,
     REPO,
     Cli,
     as_reader,
@@ -59,7 +60,7 @@ def test_readme_cluster_check_runs_here(cli: Cli, here: Path) -> None:
 def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     """The README's main job, its commands as written, from the repository root: a GRPO run
     that places its work on both GPUs, learns, and checkpoints."""
-    commands = readme_block("examples/configs/grpo_tiny.yaml")
+    commands = readme_block(MAIN_JOB)
     run = subprocess.run(
         as_reader(commands),
         cwd=REPO,

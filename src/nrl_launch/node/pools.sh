@@ -42,7 +42,9 @@ stop_pool_server() {
   if [[ -n $pid ]]; then
     NRL_POOL_SERVER_PID=""
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    wait_bounded "$pid" 20 || true
+    # Within Slurm's KillWait (often 30 s, 5 on the dev cluster), then the rest of its group:
+    # past it, this shell is killed and the server, a session of its own, would outlive it.
+    wait_bounded "$pid" 3 || true
     kill -KILL -- "-$pid" 2>/dev/null || true
   fi
   [[ -z ${NRL_RAY_PID:-} ]] || stop_ray
@@ -59,6 +61,9 @@ start_balancers() {
     return 1
   fi
   NRL_BALANCER_PIDS=()
+  # However the head ends: a balancer in a session of its own outlives it otherwise (Slurm's
+  # linuxproc tracking loses an orphan), and holds its port against the next job.
+  trap stop_balancers EXIT
   for i in "${!NRL_POOLS[@]}"; do
     p=${NRL_POOLS[i]}
     local backends=()
