@@ -366,6 +366,11 @@ def test_an_empty_command_is_refused() -> None:
         ("--tensor-parallel-size=4", "--tensor-parallel-size", "gpus_per_replica"),
         ("--served-model-name", "--served-model-name", "vllm.served_model_name"),
         ("--distributed-executor-backend=mp", "--distributed-executor-backend", "the replica"),
+        # vLLM's parser reads _ as - in a long option, and -tp as --tensor-parallel-size.
+        ("--tensor_parallel_size=4", "--tensor_parallel_size", "gpus_per_replica"),
+        ("--served_model_name", "--served_model_name", "vllm.served_model_name"),
+        ("-tp", "-tp", "gpus_per_replica"),
+        ("-tp=4", "-tp", "gpus_per_replica"),
     ],
 )
 def test_vllm_args_that_set_what_the_job_sets_are_refused(
