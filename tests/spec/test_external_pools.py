@@ -198,9 +198,10 @@ def test_parity_through_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         spec = api.load_spec(settings={"logs.base_dir": "/lustre/logs"}).launch
+    assert any("NeMo RL's pool variables set in your shell" in str(w.message) for w in said)
     assert spec.pool_nodes == int(environ["EXTERNAL_VLLM_NUM_NODES"])
     assert [(s.pool, s.replica, s.first, s.nodes) for s in slices(spec)] == cut
 
@@ -463,11 +464,15 @@ def test_every_problem_across_the_job_is_said() -> None:
 # ---- Through the CLI ----
 
 
-def test_render_reads_the_contract(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_reads_the_contract_and_says_so(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in contract().items():
         monkeypatch.setenv(name, value)
     result = cli("render", "--log-dir", "/lustre/logs", "-o", "job.sbatch")
     assert result.code == 0, result.err
+    assert (
+        "nrl-launch: warning: NeMo RL's pool variables set in your shell are used: "
+        "EXTERNAL_VLLM_POOLS (pools.genrm, pools.safety), 4 nodes beside training"
+    ) in result.err
 
 
 def test_render_refuses_a_bad_contract_in_one_line(
