@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from nrl_launch.cli import main
+from nrl_launch.spec.external_pools import GLOBALS as NEMO_RL_POOL_ENV
 from nrl_launch.spec.layers import RAY_SUB_ENV
 from tests.fakes import FakeSlurm, install
 
@@ -27,10 +28,12 @@ SHARED_LOGS = ["--log-dir", "/lustre/logs"]
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No ray.sub variables, no profile and a fresh HOME and cwd: only what a test sets counts."""
+    """No ray.sub variables (nor NeMo RL's pool ones), no profile and a fresh HOME and cwd: only
+    what a test sets counts."""
     # The default secrets too: whether this machine's shell has them must not change a test.
     for name in [
         *RAY_SUB_ENV,
+        *NEMO_RL_POOL_ENV,
         "NRL_LAUNCH_PROFILE",
         "NRL_LAUNCH_DEBUG",
         "HF_TOKEN",

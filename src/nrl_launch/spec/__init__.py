@@ -8,6 +8,7 @@ The modules, each importing only those above it in this list:
     sandbox      the sandbox section, its rules, and ray.sub's sandbox variables
     pools        the model pools beside training (judges, reward models) and their rules
     launch       LaunchSpec: the sections together, and the rules across them
+    external_pools  NeMo RL's pool variables (EXTERNAL_VLLM_POOLS, <POOL>_*) as pools.<name>
     layers       the layering of defaults, profile, job files, env and flags into one spec
     describe     validation errors as `key: message` lines a user reads
     warnings     what a valid spec would silently get wrong

@@ -4,6 +4,8 @@ Precedence, lowest first:
 
     built-in defaults < profile < job files (-f, in order) < ray.sub env vars < CLI flags < --set
 
+(NeMo RL's pool variables, EXTERNAL_VLLM_POOLS and <POOL>_*, are read with ray.sub's.)
+
 Each layer is a list of settings (dotted key, value, source label); later settings replace
 earlier ones at the same key. Every value keeps its source, so `config show --sources` and every
 error message can say where a value came from.
@@ -21,6 +23,7 @@ from pydantic import ValidationError
 
 from nrl_launch import paths, trust
 from nrl_launch.errors import ConfigError
+from nrl_launch.spec import external_pools
 from nrl_launch.spec.describe import describe_errors
 from nrl_launch.spec.launch import BackendRules, LaunchSpec
 from nrl_launch.spec.sandbox import (
@@ -216,8 +219,9 @@ def file_settings(path: Path, what: str) -> list[Setting]:
 
 
 def env_settings(environ: Mapping[str, str]) -> list[Setting]:
-    """ray.sub's variables that are set and not empty (ray.sub treats empty as unset); one it
-    reads that nrl-launch does not take is refused rather than ignored."""
+    """ray.sub's variables that are set and not empty (ray.sub treats empty as unset), and NeMo
+    RL's pool contract (`external_pools`); one they read that nrl-launch does not take is
+    refused rather than ignored."""
     for name, (fine, why) in RAY_SUB_REFUSED.items():
         if environ.get(name, "") not in fine:
             raise ConfigError([f"environment variable {name}={environ[name]!r}: {why}"])
@@ -231,6 +235,8 @@ def env_settings(environ: Mapping[str, str]) -> list[Setting]:
             parsed = _ray_sub_value(name, value)
             if parsed is not None:
                 settings.append(Setting(key, parsed, f"env {name}"))
+        # NeMo RL's external vLLM pools (pool_config.sh's EXTERNAL_VLLM_POOLS and <POOL>_*).
+        settings += external_pools.pool_settings(environ)
     except ValueError as exc:
         raise ConfigError([str(exc)]) from None
     return settings
@@ -347,4 +353,8 @@ def load(
         ],
         backend_rules=backend_rules,
     )
+    # What NeMo RL's pool contract says of the whole job: its node counts and mounted paths.
+    problems = external_pools.checks(resolved, environ)
+    if problems:
+        raise ConfigError(problems)
     return resolved

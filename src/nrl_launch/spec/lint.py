@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nrl_launch import trust
+from nrl_launch.spec.external_pools import POOLS
 from nrl_launch.spec.launch import LaunchSpec
 from nrl_launch.spec.layers import RAY_SUB_ENV
 from nrl_launch.spec.setting import DEFAULT, Resolved
@@ -33,6 +34,7 @@ def warnings(
             f"ray.sub variables set in your shell are used: {used}; unset them if they are "
             "not meant for this job"
         )
+    found += _env_pool_warnings(spec, sources)
     if (
         ray
         and spec.ray.dedicated_head
@@ -68,6 +70,21 @@ def warnings(
             "node shares"
         )
     return found
+
+
+def _env_pool_warnings(spec: LaunchSpec, sources: Mapping[str, str]) -> list[str]:
+    """Pools from NeMo RL's variables in the user's shell (left by a launcher sourced earlier,
+    say): each takes nodes of its own, which the job asks Slurm for."""
+    names = [n for n in spec.pools if sources.get(f"pools.{n}.required") == f"env {POOLS}"]
+    if not names:
+        return []
+    nodes = sum(spec.pools[n].nodes(spec.slurm.gpus_per_node) for n in names)
+    shown = ", ".join(f"pools.{n}" for n in names)
+    return [
+        f"NeMo RL's pool variables set in your shell are used: {POOLS} ({shown}), {nodes} "
+        f"node{'s' if nodes != 1 else ''} beside training; unset them if they are not meant for "
+        "this job"
+    ]
 
 
 def _exposure_warnings(spec: LaunchSpec) -> list[str]:

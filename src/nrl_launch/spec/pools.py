@@ -72,12 +72,22 @@ class VllmServe(BaseModel):
     @classmethod
     def _not_ours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for arg in value:
-            flag = arg.split("=", 1)[0]
+            given = arg.split("=", 1)[0]
+            flag = _vllm_flag(given)
             if flag in _VLLM_SET_BY_JOB:
                 raise ValueError(
-                    f"{flag} is set by the job (from {_VLLM_SET_BY_JOB[flag]}); drop it here"
+                    f"{given} is set by the job (from {_VLLM_SET_BY_JOB[flag]}); drop it here"
                 )
         return value
+
+
+def _vllm_flag(given: str) -> str:
+    """The option vLLM reads `given` as: its parser (FlexibleArgumentParser) takes _ for - in a
+    long option's name, and -tp is --tensor-parallel-size; either spelling given after the
+    job's own flags would win over them."""
+    if given.startswith("--"):
+        given = "--" + given[2:].replace("_", "-")
+    return _VLLM_ALIASES.get(given, given)
 
 
 _VLLM_SET_BY_JOB = {
@@ -87,6 +97,7 @@ _VLLM_SET_BY_JOB = {
     "--served-model-name": "vllm.served_model_name",
     "--distributed-executor-backend": "the replica's nodes: ray when it spans more than one",
 }
+_VLLM_ALIASES = {"-tp": "--tensor-parallel-size"}
 
 
 class PoolSpec(BaseModel):
