@@ -201,9 +201,7 @@ def tiny_rl() -> Path:
     uv = Path(sys.prefix) / "bin" / "uv"
     if not uv.exists():
         unavailable(f"{sys.prefix} has no uv: pip install -e '.[dev,local]'")
-    (make_env,) = [
-        line for line in readme_block(MAIN_JOB) if "uv venv" in line
-    ]
+    (make_env,) = [line for line in readme_block(MAIN_JOB) if "uv venv" in line]
     made = subprocess.run(
         as_reader([make_env.split("#")[0]]),
         cwd=TINY_RL,

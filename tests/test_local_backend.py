@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -81,6 +82,35 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     ]
     assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.15, rewards
     assert (fresh_tiny_rl / "results" / "grpo" / "step_20" / "policy" / "weights.pt").is_file()
+    assert not ray_processes(log_dir)
+
+
+def test_readme_model_pools_grpo_scored_by_a_judge_pool_runs_here(fresh_tiny_rl: Path) -> None:
+    """The README's Model pools block, as written: tiny-rl's GRPO run whose rewards all come
+    from its judge served as a pool of two (processes here), through the balancer's URL; it
+    learns as the main job does, and both replicas scored."""
+    commands = readme_block("-f judge-pool.yaml grpo")
+    run = subprocess.run(
+        as_reader(commands), cwd=REPO, env=readme_shell_env(), capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "COMPLETED  driver exited with code 0" in run.stdout.splitlines()[-1]
+    (log_dir,) = fresh_tiny_rl.glob("local-*-logs")
+    driver = (log_dir / "ray-driver.log").read_text()
+    url = "http://127.0.0.1:8500/v1"
+    assert (log_dir / "judge_url").read_text().strip() == url
+    assert f"rewards: from the judge tiny-judge at {url}, one request per sample" in driver
+    (exp,) = (fresh_tiny_rl / "logs").glob("exp_*")
+    steps = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    rewards = [s["reward"] for s in steps]
+    assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.15, rewards
+    assert all(s["judge_s"] > 0 for s in steps)
+    # Each replica says, as it stops, how many answers it scored: between them, every sample.
+    scored = [
+        int(re.search(r"stopped after scoring (\d+) answer", text)[1])  # type: ignore[index]
+        for text in ((log_dir / f"pool-judge-{k}.log").read_text(errors="replace") for k in (0, 1))
+    ]
+    assert sum(scored) == 20 * 16 * 8 and min(scored) > 0, scored
     assert not ray_processes(log_dir)
 
 

@@ -87,16 +87,17 @@ def server_pids(log_dir: Path, replica: int | None = None) -> list[int]:
             continue
         if replica is not None and f"NRL_POOL_REPLICA={replica}".encode() not in environ:
             continue
-        # The server itself (setsid: its own group leader), not the replica's bash around it.
+        # The server itself (setsid: its own group's leader), not the replica's bash around it.
         if os.getpgid(int(entry.name)) == int(entry.name):
             found.append(int(entry.name))
     return found
 
 
 def kill(pids: list[int]) -> None:
+    """Each server and what it started (uv run's python): a replica that dies."""
     assert pids
     for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def test_grpo_learns_from_a_two_replica_judge_and_goes_on_without_one(

@@ -31,6 +31,9 @@ run_pool_server() {
   fi
   NRL_POOL_SERVER_PID=$!
   wait "$NRL_POOL_SERVER_PID" || rc=$?
+  # What it started goes with it: a child left serving (uv's python, say) would keep answering
+  # for a replica that is gone.
+  kill -KILL -- "-$NRL_POOL_SERVER_PID" 2>/dev/null || true
   NRL_POOL_SERVER_PID=""
   log "pool $1 replica $2 on $3: the server exited with code $rc"
   return "$rc"
