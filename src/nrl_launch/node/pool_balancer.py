@@ -64,10 +64,14 @@ class BackendFailed(Exception):
     """A replica failed before any byte of its answer reached the client."""
 
 
+def hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Backend:
     def __init__(self, index: int, host: str, port: int) -> None:
         self.index, self.host, self.port = index, host, port
-        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.address = hostport(host, port)
         self.healthy, self.since, self.in_flight = False, time.time(), 0
 
 
@@ -191,7 +195,7 @@ async def answer_head(reader: Reader, method: str) -> tuple[bytes, int]:
         framing = UNTIL_CLOSE if length is None else length
     drop = HOP_BY_HOP | set(field(headers, "connection"))
     lines = [
-        f"HTTP/1.1 {' '.join(words[1:])}",
+        f"HTTP/1.1 {words[1]} {words[2] if len(words) > 2 else ''}",  # SP even with no reason
         *(f"{k}: {v}" for k, v in headers if k.lower() not in drop),
     ]
     return "\r\n".join([*lines, "Connection: close", "", ""]).encode("latin-1"), framing
@@ -206,7 +210,7 @@ def say(writer: Writer, status: int, payload: object, head_only: bool = False) -
     )
 
 
-def error(status: int, message: str, kind: str = "invalid_request_error") -> object:
+def error_body(status: int, message: str, kind: str = "invalid_request_error") -> object:
     return {"error": {"message": message, "type": kind, "code": status}}
 
 
@@ -247,13 +251,17 @@ class Balancer:
     def write_state(self) -> None:
         if not self.state:
             return
-        host, port = self.listen
-        host = f"[{host}]" if ":" in host else host
         replicas = [
             {"address": b.address, "healthy": b.healthy, "since": b.since} for b in self.backends
         ]
-        state = {"pool": self.pool, "url": f"http://{host}:{port}/v1", "healthy": self.healthy()}
-        state.update(total=len(self.backends), backends=replicas, updated=time.time())
+        state = {
+            "pool": self.pool,
+            "url": f"http://{hostport(*self.listen)}/v1",
+            "healthy": self.healthy(),
+            "total": len(self.backends),
+            "backends": replicas,
+            "updated": time.time(),
+        }
         target, temp = Path(self.state), None
         try:
             fd, temp = tempfile.mkstemp(dir=target.absolute().parent, prefix=f".{target.name}.")
@@ -316,7 +324,7 @@ class Balancer:
         except (asyncio.IncompleteReadError, asyncio.TimeoutError):
             return  # closed, or idle
         except asyncio.LimitOverrunError:
-            return say(writer, 431, error(431, "request head too large"))
+            return say(writer, 431, error_body(431, "request head too large"))
         method = ""
         try:
             words, headers = parse_head(head)
@@ -326,7 +334,7 @@ class Balancer:
             body = await read_body(reader, writer, headers)
         except (HttpError, ValueError, asyncio.LimitOverrunError) as failure:
             status = failure.status if isinstance(failure, HttpError) else 400
-            return say(writer, status, error(status, describe(failure)), method == "HEAD")
+            return say(writer, status, error_body(status, describe(failure)), method == "HEAD")
         if method in ("GET", "HEAD") and target == "/health":
             k, n = self.healthy(), len(self.backends)
             ok = "ok" if k == n else "unhealthy"
@@ -360,7 +368,7 @@ class Balancer:
                 what = f"{method} {target.split('?')[0]}: {failed.address} failed ({why})"
                 self.log(f"{what}; retrying on {backend.address}")
         message = f"pool {self.pool}: no healthy replica ({self.healthy()}/{len(self.backends)})"
-        say(writer, 503, error(503, message, "service_unavailable"), method == "HEAD")
+        say(writer, 503, error_body(503, message, "service_unavailable"), method == "HEAD")
 
     async def exchange(self, backend: Backend, request: bytes, method: str, writer: Writer) -> None:
         """Send `request` to `backend` and relay its answer; BackendFailed: nothing relayed."""
@@ -421,7 +429,10 @@ async def run(args: argparse.Namespace) -> int:
     balancer = Balancer(args)
     host, port = args.listen
     try:
-        server = await asyncio.start_server(balancer.handle, host, port, limit=HEAD_LIMIT)
+        # backlog: a driver may open hundreds of connections at once (asyncio's default: 100).
+        server = await asyncio.start_server(
+            balancer.handle, host, port, limit=HEAD_LIMIT, backlog=1024
+        )
     except OSError as failure:
         balancer.log(f"cannot listen on {host}:{port}: {failure}")
         return 1
@@ -431,7 +442,7 @@ async def run(args: argparse.Namespace) -> int:
         asyncio.get_running_loop().add_signal_handler(sig, signals.put_nowait, sig.name)
     backends = ", ".join(b.address for b in balancer.backends)
     checks = f"GET {balancer.path} every {balancer.interval:g} s"
-    balancer.log(f"started: listening on {host}:{balancer.listen[1]}; {backends}; {checks}")
+    balancer.log(f"started: listening on {hostport(*balancer.listen)}; {backends}; {checks}")
     balancer.write_state()
     watchers = [asyncio.ensure_future(balancer.watch(b)) for b in balancer.backends]
     name = await signals.get()
