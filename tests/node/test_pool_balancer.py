@@ -35,7 +35,8 @@ BOUND = 30.0  # s: how long any wait may take before the test fails (a hang boun
 # A replica: `python3 replica.py NAME PORT DIR` serves /health (503 while DIR/NAME.sick exists),
 # /v1/models and POST /v1/chat/completions, which echoes who answered and what it got; with
 # {"stream": true} it sends `events` Server-Sent Events `gap` s apart, each saying when it was
-# sent; with {"hang": NAME} it touches DIR/NAME.hanging and never answers. It writes the port it
+# sent; with {"hang": NAME} it touches DIR/NAME.hanging and never answers; with {"die": NAME}
+# it sends half an answer and exits. GET /v1/unframed answers until it closes. It writes the port it
 # listens on to DIR/NAME.port.
 REPLICA = r"""
 import hashlib, json, os, sys, time
@@ -62,6 +63,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             sick = os.path.exists(os.path.join(DIR, NAME + ".sick"))
             self.answer(503 if sick else 200, {"backend": NAME})
+        elif self.path == "/v1/unframed":  # neither Content-Length nor chunked: ends at close
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(("unframed from " + NAME).encode() * 1000)
+            self.close_connection = True
         else:
             self.answer(200, {"object": "list", "data": [{"id": "judge"}], **self.echo(b"")})
 
@@ -81,6 +87,14 @@ class Handler(BaseHTTPRequestHandler):
         if ask.get("hang") == NAME:
             open(os.path.join(DIR, NAME + ".hanging"), "w").close()
             time.sleep(3600)
+        if ask.get("die") == NAME:  # half an answer, then gone
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"x" * 10)
+            self.wfile.flush()
+            open(os.path.join(DIR, NAME + ".dying"), "w").close()
+            os._exit(1)
         if not ask.get("stream"):
             return self.answer(200, self.echo(body))
         self.send_response(200)
@@ -114,13 +128,23 @@ server.serve_forever()
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], bound: float = BOUND) -> T:
-    """Poll `probe` until it returns something true; fail after `bound` s, saying what for."""
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    bound: float = BOUND,
+    process: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> T:
+    """Poll `probe` until it returns something true; fail after `bound` s, saying what for, or
+    as soon as `process` has exited (showing its `log`)."""
     deadline = time.monotonic() + bound
     while True:
         value = probe()
         if value:
             return value
+        if process is not None and process.poll() is not None:
+            said = log.read_text() if log else ""
+            pytest.fail(f"exited {process.returncode} while waiting for {what}:\n{said}")
         assert time.monotonic() < deadline, f"waited {bound:g} s for {what}"
         time.sleep(0.02)
 
@@ -183,7 +207,10 @@ class Replica:
         )
         self.port = int(
             wait_for(
-                f"replica {name} to listen", lambda: port_file.exists() and port_file.read_text()
+                f"replica {name} to listen",
+                lambda: port_file.exists() and port_file.read_text(),
+                process=self.process,
+                log=pool.dir / "replicas.log",
             )
         )
         self.address = f"127.0.0.1:{self.port}"
@@ -205,7 +232,10 @@ class Balancer:
         command += ["--state", str(self.state_file), "--check-timeout", "2", *flags]
         self.process = pool.start(command, stderr=self.log)
         url = wait_for(
-            "the balancer's state file", lambda: self.state_file.exists() and self.state()["url"]
+            "the balancer's state file",
+            lambda: self.state_file.exists() and self.state()["url"],
+            process=self.process,
+            log=self.log,
         )
         self.port = int(url.rsplit(":", 1)[1].removesuffix("/v1"))
 
@@ -386,6 +416,42 @@ def test_a_busy_replica_is_passed_over_and_one_that_dies_mid_request_is_retried(
     (retry,) = balancer.lines("retrying")
     assert f"POST /v1/chat/completions: {a.address} failed (" in retry
     assert retry.endswith(f"; retrying on {b.address}")
+
+
+def test_once_the_client_has_bytes_a_failure_closes_its_connection_and_is_not_retried(
+    pool: Pool,
+) -> None:
+    a = pool.replica("a")
+    b = pool.replica("b")
+    balancer = pool.balancer([a, b], "--check-interval", "300")
+    balancer.wait_healthy(2)
+    # Whichever replica gets it first: each dies only for its own name, so ask a to die and
+    # send until a has answered (b answers in full meanwhile).
+    for _ in range(2):
+        try:
+            answer = call(balancer.port, body={**ASK, "die": "a"})
+        except http.client.IncompleteRead as cut:
+            assert cut.partial == b"x" * 10
+            break
+        assert who(answer) == "b"
+    else:
+        pytest.fail("a never got the request")
+    assert (pool.dir / "a.dying").exists()
+    assert balancer.lines("retrying") == []
+    # Not marked unhealthy by the cut (its health checks are 300 s apart): the next request
+    # that goes to a finds it gone and is sent on.
+    assert [who(call(balancer.port, body=ASK)) for _ in range(3)] == ["b"] * 3
+    (retry,) = balancer.lines("retrying")
+    assert f"{a.address} failed (connection refused); retrying on {b.address}" in retry
+
+
+def test_an_answer_without_framing_is_relayed_until_the_replica_closes(pool: Pool) -> None:
+    a = pool.replica("a")
+    balancer = pool.balancer([a], "--check-interval", "0.2")
+    balancer.wait_healthy(1)
+    answer = call(balancer.port, "GET", "/v1/unframed")
+    assert (answer.status, answer.body) == (200, b"unframed from a" * 1000)
+    assert "content-length" not in answer.headers and answer.headers["connection"] == "close"
 
 
 def test_a_stream_reaches_the_client_event_by_event(pool: Pool) -> None:
