@@ -413,6 +413,8 @@ def test_a_busy_replica_is_passed_over_and_one_that_dies_mid_request_is_retried(
         assert [who(call(balancer.port, body=ASK)) for _ in range(4)] == ["b"] * 4  # a is busy
         a.kill()
         assert who(hung.result(timeout=BOUND)) == "b"
+    (not_yet,) = balancer.lines("not healthy yet")
+    assert f"replica {b.address} is not healthy yet (GET /health: connection refused)" in not_yet
     (retry,) = balancer.lines("retrying")
     assert f"POST /v1/chat/completions: {a.address} failed (" in retry
     assert retry.endswith(f"; retrying on {b.address}")

@@ -21,7 +21,8 @@ Every --check-interval s, `GET --health-path` on each replica: healthy iff 200 w
 --check-timeout s; each starts unhealthy. `GET /health` is answered here: 200 while a replica
 is healthy (503 with none), status "ok" only while all are. --state FILE: the replicas' health
 as JSON, rewritten atomically (mode 0600) at start and whenever it changes. One stderr line per
-event (start, a change of health, a retry), none per request. SIGTERM/SIGINT: exit 0.
+event (start, why a replica is not healthy yet, a change of health, a retry), none per request.
+SIGTERM/SIGINT: stop listening, exit 0.
 """
 
 from __future__ import annotations
@@ -304,9 +305,13 @@ class Balancer:
         return None
 
     async def watch(self, backend: Backend) -> None:
+        first = True
         while True:
             why = await self.check(backend)
+            if first and why:  # it starts unhealthy: no change to log, but say why once
+                self.log(f"replica {backend.address} is not healthy yet ({why})")
             self.set_health(backend, why is None, why or f"GET {self.path} answered 200")
+            first = False
             await asyncio.sleep(self.interval)
 
     async def handle(self, reader: Reader, writer: Writer) -> None:
