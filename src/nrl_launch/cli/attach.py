@@ -11,7 +11,7 @@ import typer
 
 from nrl_launch import paths, runner
 from nrl_launch.cli.status import job_argument
-from nrl_launch.errors import JobNotRunningError
+from nrl_launch.errors import JobNotRunningError, UsageError
 from nrl_launch.jobs import query, record
 from nrl_launch.jobs.status import find_log_dir
 
@@ -58,6 +58,11 @@ def attach(
     pool = record.pool_of(rec, node)
     if pool is None:
         where = str(rec.node_index(node, also=record.pools_named(rec, "a pool's replica")))
+    elif rec.backend != "slurm":
+        raise UsageError(
+            f"--node {node!r}: on backend {rec.backend} the pool's replicas are processes on "
+            "the head's machine: attach --node head reaches them"
+        )
     else:
         where = f"{pool[0]}.{pool[1] or 0}"  # a pool alone: its replica 0
     query.require_running(rec, "attach to")
