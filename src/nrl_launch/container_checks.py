@@ -141,6 +141,9 @@ def findings(
     sandbox: list[Finding] = []
     if spec.sandbox and spec.sandbox.image:  # pyxis's too, whatever the job's own runtime
         sandbox = image_findings("sandbox.image", spec.sandbox.image, submit_dir, home, on_host)
+    for name, pool in spec.pools.items():  # a pool's own image, as the job's
+        if pool.image:
+            sandbox += image_findings(f"pools.{name}.image", pool.image, submit_dir, home, on_host)
     if container.runtime != "pyxis":
         return sandbox + (_on_this_machine(spec, submit_dir) if on_host else [])
     view = _view(spec, submit_dir, home, site_mounts(environ) if on_host else [])
