@@ -11,11 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import job_status, nodes_are_clean
+from tests.cluster.conftest import job_status, no_container_of, nodes_are_clean
 from tests.cluster.test_grpo import GRPO, mean, metrics, runs
 from tests.conftest import Cli, wait_until
 
@@ -36,11 +37,34 @@ JUDGE = {
 }
 # A server in a few lines (any Python): answers every GET with which replica it is.
 SERVER = """\
-import http.server, json, os, socket
+import http.server, json, os, socket, sys
+LABEL = "/etc/nrl-test-image"  # in the test image only
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = json.dumps({"replica": os.environ["NRL_POOL_REPLICA"], "host": socket.gethostname(),
-                           "os": open("/etc/os-release").readline().strip()}).encode()
+        seen = {"replica": os.environ["NRL_POOL_REPLICA"], "host": socket.gethostname(),
+                "python": sys.executable,
+                "image": open(LABEL).read().strip() if os.path.exists(LABEL) else None}
+        body = json.dumps(seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+port = int(os.environ["NRL_POOL_PORT"])
+http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
+"""
+# A replica of two nodes: its server reports the Ray cluster of its own (RAY_ADDRESS).
+RAY_SERVER = """\
+import http.server, json, os, ray
+ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR")
+alive = [n for n in ray.nodes() if n["Alive"]]
+seen = {"nodes": sorted(n["NodeManagerHostname"] for n in alive),
+        "gpus": int(sum(n["Resources"].get("GPU", 0) for n in alive)),
+        "address": os.environ["RAY_ADDRESS"]}
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps(seen).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -62,6 +86,17 @@ while True:
         print("error:", error, flush=True)
     time.sleep(0.5)
 """
+
+
+@pytest.fixture(autouse=True)
+def _cancel_what_is_left() -> Iterator[None]:
+    """A test that fails midway leaves no job behind on the cluster the next tests share."""
+    yield
+    while SUBMITTED:
+        subprocess.run(["scancel", SUBMITTED.pop()], check=False)
+
+
+SUBMITTED: list[str] = []
 
 
 def job_file(path: Path, data: dict[str, object]) -> str:
@@ -112,6 +147,7 @@ def test_grpo_learns_from_a_two_replica_judge_and_goes_on_without_one(
     )  # fmt: skip
     assert submitted.code == 0, submitted.err
     job_id = submitted.out.strip()
+    SUBMITTED.append(job_id)
     log_dir = Path(job_status(cli, job_id)["log_dir"])
     # Some steps scored by both replicas, then replica 0 goes.
     wait_until(
@@ -146,22 +182,25 @@ def _text(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def asker_job(cli: Cli, cluster_job: list[str], tmp_path: Path, **pool: object) -> str:
-    (tmp_path / "server.py").write_text(SERVER)
-    (tmp_path / "asker.py").write_text(ASKER)
+def asker_job(cli: Cli, flags: list[str], where: Path, server: str = SERVER, **pool: object) -> str:
+    """A job whose driver asks the pool judge (a server of `server`'s source, in `where`, which
+    every node and container sees) until it is stopped; its id."""
+    (where / "server.py").write_text(server)
+    (where / "asker.py").write_text(ASKER)
     judge = {
         "replicas": 2,
-        "command": ["python3", str(tmp_path / "server.py")],
+        "command": ["python3", str(where / "server.py")],
         "balancer_port": 8100,
         "startup_timeout_s": 120,
         **pool,
     }
-    spec = job_file(tmp_path / "pool.yaml", {"pools": {"judge": judge}})
+    spec = job_file(where / "pool.yaml", {"pools": {"judge": judge}})
     submitted = cli(
-        "submit", "-q", "-f", spec, *cluster_job, "--set", "slurm.exclude=node3",
-        "--", "python3", str(tmp_path / "asker.py"), "__JUDGE_URL__",
+        "submit", "-q", "-f", spec, *flags, "--set", "slurm.exclude=node3",
+        "--", "python3", str(where / "asker.py"), "__JUDGE_URL__",
     )  # fmt: skip
     assert submitted.code == 0, submitted.err
+    SUBMITTED.append(submitted.out.strip())
     return submitted.out.strip()
 
 
@@ -223,8 +262,58 @@ def test_logs_and_attach_reach_each_replica_and_the_job_resubmits_by_hand(
         ["sbatch", "--parsable", "job.sbatch"], cwd=log_dir, capture_output=True, text=True
     )
     assert again.returncode == 0, again.stderr
+    SUBMITTED.append(again.stdout.strip())
     second = log_dir.parent / f"{again.stdout.strip()}-logs"
     wait_until(lambda: '"replica"' in _text(second / "ray-driver.log"), timeout=300)
     assert (second / "pool-judge-0.log").exists() and (second / "pool-judge-1.log").exists()
     subprocess.run(["scancel", again.stdout.strip()], check=True)
     wait_until(nodes_are_clean, 120)
+
+
+def answers(log_dir: Path) -> list[dict[str, object]]:
+    """What the pool answered the driver, so far."""
+    lines = _text(log_dir / "ray-driver.log").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_a_pool_runs_in_containers_of_the_job_s_image(
+    cli: Cli, container_job: list[str], tmp_path: Path
+) -> None:
+    """In the test image (pyxis/enroot): each replica's server, and attach into replica 1's
+    container; none of the pool's containers is left on a node after the job."""
+    job_id = asker_job(cli, container_job, tmp_path / "scratch")
+    log_dir = Path(job_status(cli, job_id)["log_dir"])
+    wait_until(lambda: len({a["replica"] for a in answers(log_dir)}) == 2, timeout=300)
+    for answer in answers(log_dir):
+        assert str(answer["python"]).startswith("/opt/venv/bin/python"), answer
+        assert answer["image"], answer  # the image's label: inside it
+    attached = subprocess.run(
+        [*CLI, "attach", job_id, "--node", "judge.1", "--", "cat", "/etc/nrl-test-image"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert attached.returncode == 0, attached.stderr
+    assert attached.stdout.strip() == answers(log_dir)[0]["image"]
+    assert cli("stop", job_id, "--wait").code == 0
+    assert job_status(cli, job_id)["phase"] == "COMPLETED"
+    wait_until(lambda: no_container_of(job_id), 60)
+    wait_until(nodes_are_clean, 60)
+
+
+def test_a_replica_of_two_nodes_runs_a_ray_cluster_of_its_own(
+    cli: Cli, cluster_job: list[str], tmp_path: Path
+) -> None:
+    """gpus_per_replica 16 on nodes of 8: the replica takes two nodes, and its server sees a Ray
+    cluster of its own across them (not the job's), with their 16 GPUs."""
+    job_id = asker_job(cli, cluster_job, tmp_path, RAY_SERVER, replicas=1, gpus_per_replica=16)
+    log_dir = Path(job_status(cli, job_id)["log_dir"])
+    wait_until(lambda: bool(answers(log_dir)) or (log_dir / "ENDED").exists(), timeout=300)
+    assert not (log_dir / "ENDED").exists(), _text(log_dir / "ENDED")
+    allocation = (log_dir / "node-allocation.txt").read_text()
+    slice_nodes = allocation.split("pool judge replica 0: ")[1].split("\n")[0].split()
+    (seen, *_) = answers(log_dir)
+    assert seen["nodes"] == sorted(slice_nodes) and len(slice_nodes) == 2
+    assert seen["gpus"] == 16
+    assert cli("stop", job_id, "--wait").code == 0
+    wait_until(nodes_are_clean, 60)

@@ -22,7 +22,7 @@ run_pool_server() {
   local workdir rc=0
   workdir=$(driver_workdir)
   log "pool $1 replica $2 on $3, in $workdir: ${NRL_POOL_SERVER[*]} (port $NRL_POOL_PORT)"
-  cd -- "$workdir"
+  cd -- "$workdir" || return
   snapshot_env
   if command -v setsid >/dev/null; then
     setsid "${NRL_POOL_SERVER[@]}" &
@@ -112,12 +112,12 @@ wait_for_pools() {
       ((NRL_POOL_REQUIRED[i])) || continue
       p=${NRL_POOLS[i]}
       healthy=$(pool_healthy "$p")
-      ((healthy >= NRL_POOL_REPLICAS[i])) && continue
+      ((healthy >= NRL_POOL_SIZES[i])) && continue
       if ((now - ${started:-now} >= NRL_POOL_STARTUP_TIMEOUTS[i])); then
-        end_job "pool $p: $healthy of ${NRL_POOL_REPLICAS[i]} replica(s) answered within ${NRL_POOL_STARTUP_TIMEOUTS[i]} s (pools.$p.startup_timeout_s); see pool-$p-*.log"
+        end_job "pool $p: $healthy of ${NRL_POOL_SIZES[i]} replica(s) answered within ${NRL_POOL_STARTUP_TIMEOUTS[i]} s (pools.$p.startup_timeout_s); see pool-$p-*.log"
         return 1
       fi
-      waiting+=" $p ($healthy/${NRL_POOL_REPLICAS[i]})"
+      waiting+=" $p ($healthy/${NRL_POOL_SIZES[i]})"
     done
     [[ -n $waiting ]] || break
     [[ ! -e $NRL_LOG_DIR/ENDED ]] || return 1

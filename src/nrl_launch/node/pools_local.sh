@@ -12,14 +12,14 @@ start_local_pools() {
   pool_balancer_source >"$NRL_LOG_DIR/pool_balancer.py"
   for i in "${!NRL_POOLS[@]}"; do
     p=${NRL_POOLS[i]} backends=""
-    for ((r = 0; r < NRL_POOL_REPLICAS[i]; r++)); do
-      backends+="${backends:+ }127.0.0.1:$((NRL_POOL_PORTS[i] + r))"
+    for ((r = 0; r < NRL_POOL_SIZES[i]; r++)); do
+      backends+="${backends:+ }127.0.0.1:$((NRL_POOL_SERVER_PORTS[i] + r))"
       local_pool_replica "$i" "$r" >>"$NRL_LOG_DIR/pool-$p-$r.log" 2>&1 &
       NRL_LOCAL_POOL_PIDS+=("$!")
       NRL_LOCAL_POOL_NAMES+=("$i $r")
     done
     export "NRL_POOL_BACKENDS_$i=$backends"
-    log "pool $p: ${NRL_POOL_REPLICAS[i]} replica(s) starting on $backends"
+    log "pool $p: ${NRL_POOL_SIZES[i]} replica(s) starting on $backends"
   done
   watch_local_pools &
   NRL_POOL_WATCH_PID=$!
@@ -31,7 +31,7 @@ local_pool_replica() {
   trap 'stop_pool_server; exit 143' TERM
   enter_job_env || { log "pool $p replica $2: the setup command failed"; exit 1; }
   pool_server "$p"
-  export NRL_POOL_NAME=$p NRL_POOL_REPLICA=$2 NRL_POOL_PORT=$((NRL_POOL_PORTS[$1] + $2))
+  export NRL_POOL_NAME=$p NRL_POOL_REPLICA=$2 NRL_POOL_PORT=$((NRL_POOL_SERVER_PORTS[$1] + $2))
   if listening 127.0.0.1 "$NRL_POOL_PORT"; then
     log "pool $p replica $2: port $NRL_POOL_PORT is already in use on this machine"
     exit 1

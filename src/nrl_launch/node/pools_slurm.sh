@@ -20,7 +20,7 @@ start_pools() {
   printf 'training: %s\n' "$NRL_NODE_LIST" >"$NRL_LOG_DIR/node-allocation.txt"
   for i in "${!NRL_POOLS[@]}"; do
     p=${NRL_POOLS[i]} per=${NRL_POOL_NODES_PER_REPLICA[i]} backends=""
-    for ((r = 0; r < NRL_POOL_REPLICAS[i]; r++)); do
+    for ((r = 0; r < NRL_POOL_SIZES[i]; r++)); do
       slice=("${nodes[@]:first:per}")
       first=$((first + per))
       if ((${#slice[@]} < per)); then
@@ -28,7 +28,7 @@ start_pools() {
         return 1
       fi
       ip=$(node_ip "${slice[0]}")
-      backends+="${backends:+ }$ip:${NRL_POOL_PORTS[i]}"
+      backends+="${backends:+ }$ip:${NRL_POOL_SERVER_PORTS[i]}"
       printf 'pool %s replica %s: %s\n' "$p" "$r" "${slice[*]}" >>"$NRL_LOG_DIR/node-allocation.txt"
       # A container of its own, named so that attach can enter it (never kept: removed at the
       # job's end with the others).
@@ -43,7 +43,7 @@ start_pools() {
       NRL_POOL_STEP_NAMES+=("$i $r")
     done
     export "NRL_POOL_BACKENDS_$i=$backends"
-    log "pool $p: ${NRL_POOL_REPLICAS[i]} replica(s) starting on $backends"
+    log "pool $p: ${NRL_POOL_SIZES[i]} replica(s) starting on $backends"
   done
 }
 
@@ -127,7 +127,7 @@ pool_replica_main() {
   trap 'stop_pool_server; exit 143' TERM
   enter_job_env || { log "pool $p replica $r on $node: the setup command failed"; exit 1; }
   pool_server "$p"
-  export NRL_POOL_NAME=$p NRL_POOL_REPLICA=$r NRL_POOL_PORT=${NRL_POOL_PORTS[i]}
+  export NRL_POOL_NAME=$p NRL_POOL_REPLICA=$r NRL_POOL_PORT=${NRL_POOL_SERVER_PORTS[i]}
   if ((${SLURM_PROCID:-0} > 0)); then
     pool_ray_worker "$i" "$r"
     exit $?
@@ -164,6 +164,20 @@ pool_ray_head() {
     nap 0.1
   done
   export RAY_ADDRESS="$ip:$NRL_GCS_PORT"
+  # Then every node of the replica: each `ray start` says "Ray runtime started." in the
+  # replica's log (the step's output, all its nodes') once the GCS lists its node.
+  local need=${NRL_POOL_NODES_PER_REPLICA[$1]} joined
+  local out="$NRL_LOG_DIR/pool-${NRL_POOLS[$1]}-$2.log"
+  deadline=$((SECONDS + NRL_JOIN_TIMEOUT))
+  while true; do
+    joined=$(grep -c 'Ray runtime started' "$out" 2>/dev/null || true)
+    ((${joined:-0} < need)) || return 0
+    if ((SECONDS >= deadline)); then
+      log "pool ${NRL_POOLS[$1]} replica $2: ${joined:-0} of its $need nodes joined its Ray within ${NRL_JOIN_TIMEOUT}s"
+      return 1
+    fi
+    sleep 1
+  done
 }
 
 # The other nodes of a multi-node replica: a Ray worker that joins its first node's head.
