@@ -23,9 +23,10 @@ KINDS: list[tuple[node.Kind, bool, bool]] = [
     ("slurm", True, False),
     ("slurm", False, True),
     ("local", False, False),
+    ("local", False, True),
     ("lepton", False, False),
 ]
-KIND_IDS = ["slurm", "slurm-sandbox", "slurm-pools", "local", "lepton"]
+KIND_IDS = ["slurm", "slurm-sandbox", "slurm-pools", "local", "local-pools", "lepton"]
 # A job with a pool whose URL goes to the driver.
 POOLS = {
     "driver": {"command": ["python", "train.py", "++judge=__JUDGE_URL__"]},

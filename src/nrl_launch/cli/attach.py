@@ -19,7 +19,6 @@ EXAMPLES = """\
 Examples:
   nrl-launch attach JOBID                      # a shell on the head node, in the job's container
   nrl-launch attach JOBID --node 1 -- ray status
-  nrl-launch attach JOBID --node judge.1 -- nvidia-smi   # replica 1 of the pool judge
 """
 
 

@@ -23,7 +23,6 @@ EXAMPLES = """\
 Examples:
   nrl-launch logs JOBID -f                 # follow the driver; exits with the job's exit code
   nrl-launch logs JOBID --node 1 --tail 50 # the end of worker 1's Ray log
-  nrl-launch logs JOBID --node judge.0     # replica 0 of the pool judge
 """
 
 

@@ -15,6 +15,7 @@ import typer
 from nrl_launch import output, paths
 from nrl_launch.api import tracking
 from nrl_launch.api import tracking as found_jobs
+from nrl_launch.backends.base import Phase
 from nrl_launch.cli import experiment as experiments
 from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
@@ -95,7 +96,12 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
         _line(s),
         *([f"    {code['line']}"] if code else []),
         *(f"    {line}" for line in s.earlier_tries),
-        *(f"    {PoolView(**pool).line(over=s.over)}" for pool in s.pools),
+        # Not while it waits in the queue (requeued): that is its last run's.
+        *(
+            f"    {PoolView(**pool).line(over=s.over)}"
+            for pool in s.pools
+            if s.phase is not Phase.PENDING
+        ),
         *(f"    | {line}" for line in s.driver_tail),
     ]
     return "\n".join(lines)

@@ -12,7 +12,7 @@ NRL_POOL_STEP_NAMES=()
 start_pools() {
   local nodes=() slice=() i r p per first=0 ip backends
   mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST_HET_GROUP_1:-}")
-  if ((${#nodes[@]} == 0)); then
+  if [[ -z ${nodes[*]-} ]]; then
     end_job "the job has no second component for its pools (SLURM_JOB_NODELIST_HET_GROUP_1 is empty): was job.sbatch submitted with its #SBATCH hetjob lines?"
     return 1
   fi
@@ -23,8 +23,8 @@ start_pools() {
     for ((r = 0; r < NRL_POOL_SIZES[i]; r++)); do
       slice=("${nodes[@]:first:per}")
       first=$((first + per))
-      if ((${#slice[@]} < per)); then
-        end_job "pool $p: replica $r needs $per node(s), but the pools' component has only ${#nodes[@]}"
+      if [[ -z ${slice[per - 1]-} ]]; then
+        end_job "pool $p: replica $r needs $per node(s), but the pools' component has only $(wc -w <<<"${nodes[*]}")"
         return 1
       fi
       ip=$(node_ip "${slice[0]}")
