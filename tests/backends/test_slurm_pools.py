@@ -15,7 +15,7 @@ from nrl_launch.backends import local, rules, slurm
 from nrl_launch.errors import UsageError
 from nrl_launch.jobs import record
 from nrl_launch.jobs.status import read_log_dir
-from tests.helpers import make_record, spec
+from tests.helpers import make_record, sbatch_reads, spec
 
 POOL = {"replicas": 2, "command": ["serve"], "balancer_port": 8100}
 WITH_POOL = {
@@ -162,3 +162,17 @@ def test_local_replicas_listen_on_the_port_and_the_ones_after_it() -> None:
     clash = {"judge": {**POOL, "port": 8099}}  # replica 1 on 8100, the balancer's
     with pytest.raises(ValueError, match=r"replica 1 listens on 8100 \(port \+ 1\)"):
         rules.check(spec(**{**data, "pools": clash}))
+
+
+def test_a_word_hetjob_of_the_user_s_stays_a_word() -> None:
+    """Only the job's own separator is a bare `hetjob`: one in the extra args is quoted, with
+    pools and without (sbatch would split the job there)."""
+    for data in (WITH_POOL, {}):
+        extra = {"extra_args": ["--comment", "hetjob", "--comment=packjob"]}
+        slurm_spec = {**data.get("slurm", {}), **extra}  # type: ignore[dict-item]
+        request = slurm.plan(spec(**{**data, "slurm": slurm_spec}))
+        bare = [line for line in request.script.splitlines() if line == "#SBATCH hetjob"]
+        assert len(bare) == (1 if data else 0)
+        assert '#SBATCH --comment "hetjob"' in request.script
+        if not data:  # a job of one component: sbatch reads back every flag of the argv
+            assert sbatch_reads(request.script) == list(request.argv[2:-1])

@@ -207,15 +207,16 @@ def sbatch_directives(spec: LaunchSpec, *, ray: bool = True) -> list[SbatchDirec
         if word.startswith("-") or not extra:
             extra.append([])
         extra[-1].append(word)
-    if ray and spec.pools:
-        # A heterogeneous job: sbatch reads the lines after `hetjob` as the second component.
-        extra += [["hetjob"], *([flag] for flag in pool_flags(spec))]
-    return [
-        SbatchDirective(
-            "#SBATCH " + " ".join(w if w == "hetjob" else sbatch_word(w) for w in words)
-        )
+    directives = [
+        SbatchDirective("#SBATCH " + " ".join(sbatch_word(w) for w in words))
         for words in lines + extra
     ]
+    if ray and spec.pools:
+        # A heterogeneous job: sbatch reads the lines after `hetjob` as the second component.
+        # The separator alone is written bare: a user's word "hetjob" is quoted (sbatch_word).
+        directives.append(SbatchDirective("#SBATCH hetjob"))
+        directives += [SbatchDirective(f"#SBATCH {sbatch_word(f)}") for f in pool_flags(spec)]
+    return directives
 
 
 def container_mounts(spec: LaunchSpec) -> list[str]:
