@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,21 @@ CHECKOUT_IGNORES = [
 ]
 # A 2-node job on node0 (the head) and node1, whichever nodes an earlier job still holds.
 ON_NODE0_AND_1 = ["--nodes", "2", "--set", "slurm.exclude=node[2-3]"]
+# tiny-rl's GRPO config, from its directory (the `project` fixture's cwd).
+GRPO = "examples/configs/grpo_tiny.yaml"
+
+
+def runs(where: Path) -> list[Path]:
+    """The driver's log dirs under `where`/logs, one per run (exp_001, exp_002, ...)."""
+    return sorted((where / "logs").glob("exp_*"))
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -17,12 +16,11 @@ else:  # pragma: no cover - CI runs 3.11
 
 import pytest
 
-from tests.cluster.conftest import job_status, nodes_are_clean
+from tests.cluster.conftest import GRPO, job_status, mean, metrics, nodes_are_clean, runs
 from tests.conftest import REPO, Cli, wait_until
 from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
-GRPO = "examples/configs/grpo_tiny.yaml"
 SFT = "examples/configs/sft_tiny.yaml"
 # Generation apart from training: node 0 trains (FSDP2 over 2 ranks), node 1 holds one
 # generation engine split over its 2 GPUs (TP2).
@@ -38,21 +36,8 @@ SUBMITTED = "tiny-rl code: as submitted"
 CHANGED = "tiny-rl code: changed after submit"
 
 
-def runs(where: Path) -> list[Path]:
-    """The driver's log dirs under `where`/logs, one per run (exp_001, exp_002, ...)."""
-    return sorted((where / "logs").glob("exp_*"))
-
-
-def metrics(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def driver_log(cli: Cli, job_id: str) -> str:
     return (Path(job_status(cli, job_id)["log_dir"]) / "ray-driver.log").read_text()
-
-
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 @pytest.mark.parametrize(

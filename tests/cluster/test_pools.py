@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import job_status, no_container_of, nodes_are_clean
-from tests.cluster.test_grpo import GRPO, mean, metrics, runs
+from tests.cluster.conftest import (
+    GRPO,
+    job_status,
+    mean,
+    metrics,
+    no_container_of,
+    nodes_are_clean,
+    runs,
+)
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
