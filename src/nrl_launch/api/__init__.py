@@ -96,24 +96,8 @@ __all__ = [
 _FUNCTIONS = "nrl_launch.api.functions"
 # Where each name that loads pydantic lives, and its name there.
 _WHERE: dict[str, tuple[str, str]] = {
-    **{
-        name: (_FUNCTIONS, name)
-        for name in (
-            "cancel",
-            "follow",
-            "job",
-            "jobs",
-            "load_spec",
-            "logs",
-            "plan",
-            "render",
-            "status",
-            "statuses",
-            "submit",
-            "submit_sweep",
-            "wait",
-        )
-    },
+    # The functions: __all__'s lower-case names.
+    **{name: (_FUNCTIONS, name) for name in __all__ if name[0].islower()},
     "Spec": ("nrl_launch.api.specs", "Spec"),
     "Plan": ("nrl_launch.api.specs", "Plan"),
     "Job": ("nrl_launch.jobs.record", "JobRecord"),

@@ -29,6 +29,7 @@ from nrl_launch.spec.fields import (
     as_text,
     refuse_credentials,
 )
+from nrl_launch.spec.sandbox import ray_ports
 
 if TYPE_CHECKING:
     from nrl_launch.spec.launch import LaunchSpec
@@ -217,14 +218,9 @@ def _check_names(pools: dict[str, PoolSpec]) -> None:
             )
 
 
-def _ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
-    ports = spec.ray.ports
-    found = [
-        (f"ray.ports.{key}", port, port)
-        for key, port in ports.model_dump().items()
-        if key not in ("worker_min", "worker_max")
-    ]
-    found.append(("ray.ports.worker_min..worker_max", ports.worker_min, ports.worker_max))
+def _taken_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
+    """Every port Ray opens on a node, then the sandbox's, as (key, first, last)."""
+    found = ray_ports(spec)
     if spec.sandbox is not None:
         found.append(("sandbox.port", spec.sandbox.port, spec.sandbox.port))
         found.append(("sandbox.base_port", spec.sandbox.base_port, spec.sandbox.last_port))
@@ -297,7 +293,7 @@ def check_pools(spec: LaunchSpec) -> None:
         return
     _check_names(spec.pools)
     gpus = spec.slurm.gpus_per_node
-    taken = _ray_ports(spec)
+    taken = _taken_ports(spec)
     placeholders: dict[str, str] = {}
     for name, pool in spec.pools.items():
         _check_slices(name, pool, gpus)
@@ -305,7 +301,7 @@ def check_pools(spec: LaunchSpec) -> None:
         taken.append((f"pools.{name}.balancer_port", pool.balancer_port, pool.balancer_port))
         # A replica's own nodes run no job Ray, but a replica that spans nodes runs a private
         # Ray with the job's ports.
-        _check_port(f"pools.{name}.port", pool.port, _ray_ports(spec))
+        _check_port(f"pools.{name}.port", pool.port, _taken_ports(spec))
         placeholder = pool.placeholder(name)
         if placeholder in placeholders:
             raise ValueError(

@@ -41,6 +41,7 @@ __all__ = [
     "SANDBOX_WORKER_PORTS",
     "SandboxSpec",
     "check_sandbox",
+    "ray_ports",
     "ray_sub_sandbox_on",
     "sandbox_env_vars",
     "sandbox_mount_problems",
@@ -187,7 +188,7 @@ class SandboxSpec(BaseModel):
         return f"{self.port}, {self.base_port}-{self.last_port}"
 
 
-def _ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
+def ray_ports(spec: LaunchSpec) -> list[tuple[str, int, int]]:
     """Every port Ray opens on a node, as (key, first, last)."""
     ports = spec.ray.ports
     found = [
@@ -265,7 +266,7 @@ def check_sandbox(spec: LaunchSpec) -> None:
             f"the {SANDBOX_WORKER_PORTS - 1} after it)",
         ),
     )
-    for ray_key, first, ray_last in _ray_ports(spec):
+    for ray_key, first, ray_last in ray_ports(spec):
         for key, low, high, what in ours:
             if low <= ray_last and first <= high:
                 ray = f"{first}" if first == ray_last else f"{first}-{ray_last}"
