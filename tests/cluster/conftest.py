@@ -204,6 +204,10 @@ def nodes_are_clean() -> bool:
     return not any(node_processes().values())
 
 
+# The phases a job ends in.
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
 def job_status(cli: Cli, job_id: str) -> dict:  # type: ignore[type-arg]
     """`status JOBID --json`'s object for the job."""
     result = cli("status", job_id, "--json")

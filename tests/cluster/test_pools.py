@@ -13,11 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cluster.conftest import (
     GRPO,
+    TERMINAL,
     job_status,
     mean,
     metrics,
@@ -189,11 +191,18 @@ def _text(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def asker_job(cli: Cli, flags: list[str], where: Path, server: str = SERVER, **pool: object) -> str:
-    """A job whose driver asks the pool judge (a server of `server`'s source, in `where`, which
-    every node and container sees) until it is stopped; its id."""
+def asker_job(
+    cli: Cli,
+    flags: list[str],
+    where: Path,
+    server: str = SERVER,
+    driver: str = ASKER,
+    **pool: object,
+) -> str:
+    """A job whose driver (ASKER: asks the pool judge until it is stopped) reaches a pool of
+    `server`'s source, in `where`, which every node and container sees; its id."""
     (where / "server.py").write_text(server)
-    (where / "asker.py").write_text(ASKER)
+    (where / "asker.py").write_text(driver)
     judge = {
         "replicas": 2,
         "command": ["python3", str(where / "server.py")],
@@ -209,6 +218,51 @@ def asker_job(cli: Cli, flags: list[str], where: Path, server: str = SERVER, **p
     assert submitted.code == 0, submitted.err
     SUBMITTED.append(submitted.out.strip())
     return submitted.out.strip()
+
+
+# A driver that asks the pool once, then hangs: what driver.stall_min ends.
+STALLER = """\
+import sys, time, urllib.request
+print("argv:", " ".join(sys.argv[1:]), flush=True)
+print(urllib.request.urlopen(sys.argv[1] + "/models", timeout=30).read().decode(), flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_stalled_try_is_retried_whole_its_pool_and_save_deadline_with_it(
+    cli: Cli, cluster_job: list[str], tmp_path: Path
+) -> None:
+    """--retries, driver.stall_min and the save deadline treat a job with pools as one: each try
+    is a heterogeneous job of its own that starts its pool, its driver reaches the pool and is
+    told to save before its own end; the stalled try's pool goes with it."""
+    flags = [
+        *cluster_job, "--json", "--retries", "1", "--time", "10",
+        "--set", "driver.stall_min=0.25", "--set", "nemo_rl.save_by_job_end=true",
+        "--set", "nemo_rl.checkpoint_margin_min=2",
+    ]  # fmt: skip
+    submitted = json.loads(asker_job(cli, flags, tmp_path, driver=STALLER, replicas=1))
+    SUBMITTED.extend(submitted["tries"])
+    run_id = submitted["job_id"]
+
+    def over() -> dict[str, Any]:
+        found = job_status(cli, run_id)
+        return found if found["phase"] in TERMINAL and found["try_index"] == 2 else {}
+
+    wait_until(over, 400)
+    final = job_status(cli, run_id)
+    assert final["phase"] == "FAILED" and "stalled: no driver output" in final["detail"], final
+    (before,) = final["earlier_tries"]
+    assert "stalled: no driver output" in before and "retried" in before, before
+    for try_id in submitted["tries"]:
+        log_dir = tmp_path / "logs" / f"{try_id}-logs"
+        driver = _text(log_dir / "ray-driver.log")
+        assert '"replica": "0"' in driver, driver  # the try's own pool answered
+        # Told to save 2 min before the try's own end (10 min after it started).
+        left = driver.split("++checkpointing.checkpoint_must_save_by=")[1].split()[0]
+        days, hours, minutes, seconds = (int(part) for part in left.split(":"))
+        assert 5 * 60 < ((days * 24 + hours) * 60 + minutes) * 60 + seconds <= 8 * 60, left
+        assert not server_pids(log_dir), f"try {try_id}'s pool outlived it"
+    wait_until(nodes_are_clean, 60)
 
 
 def test_a_required_pool_with_no_replica_left_fails_the_job_naming_it(

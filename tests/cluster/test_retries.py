@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import job_status, node_pids, nodes_are_clean
+from tests.cluster.conftest import TERMINAL, job_status, node_pids, nodes_are_clean
 from tests.conftest import Cli, wait_until
 from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
 GRPO = "examples/configs/grpo_tiny.yaml"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
 def _steps(run: Path) -> list[int]:

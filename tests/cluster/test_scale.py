@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import job_status
+from tests.cluster.conftest import TERMINAL, job_status
 from tests.conftest import Cli
 
 pytestmark = pytest.mark.cluster
 DRIVER = str(Path(__file__).resolve().parent / "scale_driver.py")
 NODES = 16
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
 
 
 def _idle_nodes() -> int:

@@ -78,9 +78,12 @@ def test_which_causes_another_try_can_fix(
     assert found[:2] == [verdict, node], found
 
 
-def _fakes(tmp_path: Path, pending: str, state: str, excluded: str = "(null)") -> Path:
+def _fakes(
+    tmp_path: Path, pending: str, state: str, excluded: str = "(null)", components: str = "1"
+) -> Path:
     """squeue lists `pending` (id|name|dependency lines); scontrol shows job 100 in `state`
-    with ExcNodeList `excluded`; every call is logged to calls."""
+    with ExcNodeList `excluded`, a line per component (a heterogeneous job's pool component
+    shows other values); every call is logged to calls."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls"
@@ -88,7 +91,8 @@ def _fakes(tmp_path: Path, pending: str, state: str, excluded: str = "(null)") -
         "squeue": f"printf '%s' {_q(pending)}",
         "scontrol": (
             '[[ $1 == show ]] && printf "JobId=%s JobName=j JobState=%s ExcNodeList=%s\\n" '
-            f'"$4" {_q(state)} {_q(excluded)}; exit 0'
+            f'"$4" {_q(state)} {_q(excluded)} && for ((k = 1; k < {components}; k++)); do '
+            'printf "JobId=%s JobName=j JobState=PENDING ExcNodeList=other\\n" "$4"; done; exit 0'
         ),
         "scancel": "exit 0",
     }
@@ -104,7 +108,13 @@ def _decide(tmp_path: Path, ended: str, rc: int, pending: str, **kw: str) -> tup
     (log_dir / "ENDED").write_text(ended + "\n")
     started = time.time() - 5  # the driver started 5 s ago
     (log_dir / "timeline").write_text(f"submitted 1\nstarted 2\ndriver_started {started}\n")
-    bin_dir = _fakes(tmp_path, pending, kw.get("state", "RUNNING"), kw.get("excluded", "(null)"))
+    bin_dir = _fakes(
+        tmp_path,
+        pending,
+        kw.get("state", "RUNNING"),
+        kw.get("excluded", "(null)"),
+        kw.get("components", "1"),
+    )
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "NRL_LOG_DIR": str(log_dir),
@@ -132,6 +142,18 @@ def test_a_lost_node_is_kept_from_the_next_try(tmp_path: Path) -> None:
     verdict, acted = _decide(tmp_path, why, 1, PENDING, excluded="node3")
     assert verdict == f"retry|node1|{why}\n"
     # the nodes this try was kept off (slurm.exclude, or an earlier try's) stay excluded
+    assert acted == ["scontrol update JobId=101 ExcNodeList=node3,node1"]
+
+
+def test_a_heterogeneous_try_is_one_try_whose_next_is_kept_off_the_node(tmp_path: Path) -> None:
+    """With pools: squeue lists each try once per component (<id>+<offset>) and scontrol shows
+    a line per component; the next try is still the next job, kept off the node as one."""
+    pending = "".join(
+        f"{job}+{k}|j|afternotok:{job - 1}(unfulfilled)\n" for job in (101, 102) for k in (0, 1)
+    )
+    why = "Ray on node node1 exited (code 1) while the job was running"
+    verdict, acted = _decide(tmp_path, why, 1, pending, excluded="node3", components="2")
+    assert verdict == f"retry|node1|{why}\n"
     assert acted == ["scontrol update JobId=101 ExcNodeList=node3,node1"]
 
 

@@ -18,6 +18,11 @@ open_batch() {
   fi
 }
 
+# Job $1 as `scontrol show job -o` shows it; empty where Slurm does not
+# answer. A heterogeneous job (pools:) answers a line per component: this is the first's, the
+# training cluster's, in which the batch step runs.
+slurm_job() { scontrol show job -o "$1" 2>/dev/null | head -n 1 || true; }
+
 # When the job was submitted (epoch seconds; now if its `scontrol show job -o` line $1 says not).
 submitted_epoch() {
   local submitted

@@ -12,7 +12,7 @@ batch_stopped() {
 plain_main() {
   open_batch
   local shown
-  shown=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || true
+  shown=$(slurm_job "${SLURM_JOB_ID:-}")
   start_log_dir job.sbatch "$(submitted_epoch "$shown")"
   trap batch_stopped TERM
   export NRL_SUBMIT_DIR

@@ -64,7 +64,8 @@ later_tries() {
   local -A next=()
   while IFS='|' read -r id name dep; do
     [[ $name == "${SLURM_JOB_NAME:-}" && $dep =~ afternotok:([0-9]+) ]] || continue
-    next[${BASH_REMATCH[1]}]=$id
+    # A heterogeneous try (pools:) is listed once per component, "<id>+<offset>": it is <id>.
+    next[${BASH_REMATCH[1]}]=${id%%+*}
   done < <(squeue -h --me -t PENDING -o '%i|%j|%E' 2>/dev/null)
   while [[ -n ${next[$job]:-} ]]; do
     job=${next[$job]}
@@ -75,7 +76,7 @@ later_tries() {
 # A field of `scontrol show job -o` for job $1 ("(null)" read as empty).
 job_field() {
   local value
-  value=$(scontrol show job -o "$1" 2>/dev/null | sed -n "s/.* $2=\([^ ]*\).*/\1/p") || true
+  value=$(slurm_job "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p") || true
   [[ $value == "(null)" ]] || printf '%s' "$value"
 }
 

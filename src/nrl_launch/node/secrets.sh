@@ -19,11 +19,8 @@ load_secrets() {
   done <"$NRL_SECRETS_FILE"
   trap forget_secrets EXIT
   trap 'exit 143' TERM
-  [[ $(slurm_job) != *" Requeue=0 "* ]] || rm -f -- "$NRL_SECRETS_FILE"
+  [[ $(slurm_job "${SLURM_JOB_ID:-}") != *" Requeue=0 "* ]] || rm -f -- "$NRL_SECRETS_FILE"
 }
-
-# This job as `scontrol show job -o` shows it (empty where Slurm does not answer).
-slurm_job() { scontrol show job -o "${SLURM_JOB_ID:-}" 2>/dev/null || true; }
 
 # Whether Slurm may run this job again, whose next run reads the secrets file once more: it may
 # requeue it (Requeue=1) and it is not over for good. A requeue or a preemption reads PENDING,
@@ -32,7 +29,7 @@ slurm_job() { scontrol show job -o "${SLURM_JOB_ID:-}" 2>/dev/null || true; }
 # job is over, or has forgotten it.
 may_run_again() {
   local shown
-  shown=$(slurm_job)
+  shown=$(slurm_job "${SLURM_JOB_ID:-}")
   [[ $shown == *" Requeue=1 "* && $shown =~ \ JobState=([A-Z_]+) ]] || return 1
   case ${BASH_REMATCH[1]} in
     RUNNING | CANCELLED | TIMEOUT | DEADLINE | COMPLETED | FAILED | OUT_OF_MEMORY | BOOT_FAIL)

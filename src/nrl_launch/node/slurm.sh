@@ -17,7 +17,7 @@ batch_main() {
   export NRL_CONTAINER_NAME="nrl-$NRL_RUN_NAME"
   retry_check_previous
   local shown
-  shown=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || true
+  shown=$(slurm_job "${SLURM_JOB_ID:-}")
   # When Slurm ends the job: its steps (the driver's) count NeMo RL's save deadline from it.
   NRL_JOB_END_EPOCH=$(job_end_epoch "$shown")
   export NRL_JOB_END_EPOCH
