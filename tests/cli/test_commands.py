@@ -37,7 +37,7 @@ def test_status_alone_shows_every_job_from_one_squeue(
         ["22", "grpo-22", "2", "PENDING"],
         ["21", "grpo-21", "2", "STARTING"],
     ]
-    assert rows[1][5] == "waiting for resources (Priority)"
+    assert rows[1][6] == "waiting for resources (Priority)"
     (call,) = slurm.calls()  # one query for all of them
     assert call.startswith("squeue ") and "-j 23,22,21 " in call
     data = json.loads(cli("status", "--json").out)

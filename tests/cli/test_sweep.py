@@ -201,13 +201,18 @@ def test_plan_gives_every_point_a_verdict(cli: Cli) -> None:
         "Point 2 (policy.generation.vllm_cfg.tensor_parallel_size=2): fits (1 node(s) x 2 GPU(s))",
         "Point 3 (policy.generation.vllm_cfg.tensor_parallel_size=3): 1 problem(s)",
     ]
-    assert result.out.splitlines()[-1] == "2 of 3 point(s) fit."
+    assert result.out.splitlines()[-2] == "2 of 3 point(s) fit."
+    # What the points that fit would cost: without --time, Slurm's partition default decides.
+    assert result.out.splitlines()[-1] == (
+        "GPU-hours:   2 point(s); unknown: no slurm.time, the partition's default time limit "
+        "applies"
+    )
     assert "point 3 (policy.generation.vllm_cfg.tensor_parallel_size=3): generation" in result.err
     data = json.loads(cli(*args, "--json").out)
     assert [p["fits"] for p in data["points"]] == [True, True, False]
     assert data["ok"] is False and data["exit_code"] == 2
     ok = cli("plan", "--config", GRPO, "--sweep", "grpo.seed=1,2")
-    assert ok.code == 0 and ok.out.endswith("2 of 2 point(s) fit.\n")
+    assert ok.code == 0 and "\n2 of 2 point(s) fit.\nGPU-hours:   2 point(s)" in ok.out
 
 
 def test_every_point_runs_one_snapshot_of_the_code(

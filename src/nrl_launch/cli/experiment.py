@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from nrl_launch import output, paths
 from nrl_launch.errors import UsageError
-from nrl_launch.jobs import query, sweep
+from nrl_launch.jobs import cost, query, sweep
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
@@ -31,6 +31,9 @@ def show(command: str, name: str, *, json: bool) -> int:
     # status: each failed job's cause from its logs; list: a quick overview
     found = query.statuses(members, tail=0) if command == "status" else query.overview(members)
     line = sweep.summary([s.phase.value for s in found])
+    used = [s.gpu_hours_used or 0.0 for s in found]
+    if any(used):
+        line += f"; {cost.hours(sum(used))} GPU-hours used"
     if json:
         jobs = [
             # as status --json gives each job (cli/status.py imports this module: not from there)

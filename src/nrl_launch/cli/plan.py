@@ -8,6 +8,7 @@ from nrl_launch import output
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
 from nrl_launch.cli.sweep_options import Sweep, SweepFile
 from nrl_launch.errors import ConfigError, UsageError
+from nrl_launch.jobs import cost
 from nrl_launch.shell import join
 from nrl_launch.spec.pools import slices
 
@@ -60,6 +61,8 @@ def plan(
     failed = ConfigError(list(planned.problems)) if planned.problems else None
     if flags.json:
         data = planned.as_dict()
+        if planned.spec.launch.backend == "slurm":
+            data["gpu_hours"] = cost.gpu_hours_asked(planned.spec.launch)
         if failed is not None:  # as every command's error object has them (cli.main)
             data |= {"exit_code": int(failed.exit_code), "errors": list(planned.problems)}
         output.emit_json("plan", data, ok=failed is None)
@@ -102,6 +105,8 @@ def _as_text(planned: Plan, layout: Layout) -> str:
         for nodes, r in _runs(list(planned.roles))
     ]
     lines += [f"Note:        {note}" for note in planned.spec.notes]
+    if spec.backend == "slurm":
+        lines.append(cost.asked_line(spec))
 
     if spec.driver.command:
         lines += ["", f"Driver:      {join(spec.driver.command)}"]

@@ -19,7 +19,7 @@ from nrl_launch.backends.base import Phase
 from nrl_launch.cli import experiment as experiments
 from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
-from nrl_launch.jobs import query, record, snapshot
+from nrl_launch.jobs import cost, query, record, snapshot
 from nrl_launch.jobs.status import PoolView
 from nrl_launch.spec.models import FrozenCode
 
@@ -102,9 +102,19 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
             for pool in s.pools
             if s.phase is not Phase.PENDING
         ),
+        *([f"    {used}"] if (used := _used_line(rec, s)) else []),
         *(f"    | {line}" for line in s.driver_tail),
     ]
     return "\n".join(lines)
+
+
+def _used_line(rec: JobRecord, s: JobStatus) -> str:
+    used = s.gpu_hours_used
+    if not used:
+        return ""
+    asked = cost.recorded_asked(rec)
+    of = f" of the {cost.hours(asked)} its time limit allows" if asked else ""
+    return f"GPU-hours: {cost.hours(used)} used{of} ({cost.recorded_gpus(rec)} GPU(s) held)"
 
 
 def all_records() -> list[JobRecord]:
@@ -121,11 +131,26 @@ def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None
             str(r.nodes),
             s.phase.value,
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.submitted_at)),
+            _hours(s.gpu_hours_used),
             s.detail,
         ]
         for r, s in zip(records, found, strict=True)
     ]
-    output.table(["JOBID", "NAME", "NODES", "STATE", "SUBMITTED", "DETAIL"], rows)
+    output.table(["JOBID", "NAME", "NODES", "STATE", "SUBMITTED", "GPU-H", "DETAIL"], rows)
+    # A chain's jobs (one name, Slurm's singleton dependency) summed.
+    chains: dict[str, list[float]] = {}
+    for r, s in zip(records, found, strict=True):
+        if (r.spec.get("slurm") or {}).get("dependency") == "singleton":
+            chains.setdefault(r.job_name, []).append(s.gpu_hours_used or 0.0)
+    for name, used in chains.items():
+        if len(used) > 1:
+            output.emit_text(
+                f"Chain {name}: {len(used)} jobs, {cost.hours(sum(used))} GPU-hours used"
+            )
+
+
+def _hours(value: float | None) -> str:
+    return "" if value is None else cost.hours(value)
 
 
 def code_object(rec: JobRecord) -> dict[str, Any]:

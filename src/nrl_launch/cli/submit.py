@@ -53,6 +53,7 @@ def submit(
     # The spec's reader (yaml) loads when the command runs, not for its --help (test_imports.py).
     from nrl_launch.api import queueing
     from nrl_launch.cli import sweep as sweeps
+    from nrl_launch.jobs import cost
 
     grid = sweeps.Grid(tuple(sweep or ()), sweep_file, experiment, max_running)
     if grid.given:  # one job per point of the grid, as one experiment
@@ -92,6 +93,10 @@ def submit(
                 f"    bash {attach_script} [K]    COMMAND='ray status' bash {attach_script} [K]\n"
                 f"  Stop it with nrl-launch stop {job_id}"
             )
+    if spec.backend == "slurm":  # Lepton's and a local job's time is not Slurm's to count
+        tries = len(rec.tries) or 1
+        jobs, what = (chain, "jobs") if chain is not None else (tries, "tries")
+        text += f"\n  {cost.asked_line(spec, jobs, what).replace('   ', ' ', 1)}"
     if code:
         text += f"\n  {code}"
     extra = {"chain": [r.job_id for r in records]} if chain is not None else None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from nrl_launch import output
 from nrl_launch.api import sweeps
 from nrl_launch.errors import ConfigError, UsageError
-from nrl_launch.jobs import sweep
+from nrl_launch.jobs import cost, sweep
 
 if TYPE_CHECKING:
     from nrl_launch.api.sweeps import Checked
@@ -67,6 +67,9 @@ def plan(flags: JobFlags, grid: Grid) -> None:
             text += [f"  {problem}" for problem in c.problems]
         fit = sum(not c.problems for c in checked)
         text.append(f"{fit} of {len(checked)} point(s) fit.")
+        if base.spec.backend == "slurm":
+            specs = [c.prepared.spec for c in checked if c.prepared and not c.problems]
+            text.append(cost.total_line([cost.gpu_hours_asked(s) for s in specs]))
         output.emit_text("\n".join(text))
     if bad:
         raise ConfigError(bad)
@@ -158,6 +161,8 @@ def _report(
         f"  nrl-launch status --experiment {name}    nrl-launch list --experiment {name}    "
         f"nrl-launch cancel --experiment {name}"
     )
+    if records[0].backend == "slurm":
+        lines.append(f"  {cost.total_line([cost.recorded_asked(r) for r in records])}")
     if code:
         lines.append(f"  {code}")
     output.emit_text("\n".join(lines))

@@ -15,7 +15,7 @@ from pathlib import Path
 from nrl_launch import backends, output, paths
 from nrl_launch.container_image import Finding
 from nrl_launch.errors import ConfigError, NrlLaunchError, UnconfirmedSubmitError, UsageError
-from nrl_launch.jobs import record
+from nrl_launch.jobs import cost, record
 from nrl_launch.jobs.prequeue import log_base_findings, secret_findings
 from nrl_launch.spec import LaunchSpec
 
@@ -110,6 +110,7 @@ def launch(
         spec=spec.model_dump(mode="json"),
         pid=submitted.pid,
         kind=kind,
+        gpus=cost.gpus_held(spec) if kind == "ray" else spec.slurm.nodes * spec.slurm.gpus_per_node,
     )
     if keep:
         record.save(rec, state)

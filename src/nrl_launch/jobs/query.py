@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from nrl_launch import backends, output
 from nrl_launch.errors import JobNotRunningError, NrlLaunchError, SchedulerError, UsageError
-from nrl_launch.jobs import retries
+from nrl_launch.jobs import cost, retries
 from nrl_launch.jobs.diagnose import diagnose
 from nrl_launch.jobs.record import JobRecord, by_backend
 from nrl_launch.jobs.requeue import requeue_note
@@ -112,6 +112,11 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
     found = diagnose(logs.log_dir, rec.batch_output) if causes and phase is Phase.FAILED else None
     if found and found.where:  # found in a log: ENDED's reason does not say it yet
         detail = f"{detail}; likely cause: {found}"
+    log_dirs = [str(p) for p in runs if p.is_dir()]
+    used = None
+    if rec.backend == "slurm":
+        over = phase.terminal or view is None
+        used = round(cost.recorded_used(rec, log_dirs, over=over), 3)
     return JobStatus(
         job_id=rec.job_id,
         phase=phase,
@@ -122,9 +127,10 @@ def _status(rec: JobRecord, view: SchedulerView | None, tail: int, causes: bool)
         nodes_joined=logs.nodes,
         nodes_expected=rec.nodes,
         driver_tail=_driver_tail(logs.log_dir, tail, rec.kind),
-        log_dirs=[str(p) for p in runs if p.is_dir()],
+        log_dirs=log_dirs,
         cause=str(found) if found else None,
         pools=[dataclasses.asdict(pool) for pool in logs.pools],
+        gpu_hours_used=used,
     )
 
 

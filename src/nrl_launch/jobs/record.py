@@ -6,8 +6,8 @@ Schema versions:
        kind (ray, or plain for `run` and `pull`; records written before it existed are ray),
        tries (submit --retries: every try of the run, first first, each its job id and script;
        the run has this one record, under the first try's id), experiment (submit --sweep:
-       the experiment the job is a point of) and overrides (that point's Hydra overrides, as
-       appended to its driver's command)
+       the experiment the job is a point of), overrides (that point's Hydra overrides, as
+       appended to its driver's command) and gpus (every GPU its allocation holds)
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class JobRecord(BaseModel):
     tries: list[Try] = []  # submit --retries: every try, this one (the first) first
     experiment: str | None = None  # submit --sweep: the experiment this job is a point of
     overrides: list[str] = []  # submit --sweep: the point's overrides, given to its driver
+    gpus: int | None = None  # every GPU the allocation holds (jobs.cost); None: not recorded
 
     @property
     def batch_output(self) -> Path:

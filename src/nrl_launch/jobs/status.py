@@ -131,6 +131,8 @@ class JobStatus:
     earlier_tries: list[str] = field(default_factory=list)
     # pools: each pool's replicas healthy (of how many) and URL, as its balancer last said
     pools: list[dict[str, Any]] = field(default_factory=list)
+    # on Slurm: GPU-hours used so far, over every run and try (jobs/cost.py)
+    gpu_hours_used: float | None = None
 
     @property
     def over(self) -> bool:
