@@ -24,25 +24,24 @@ from typing import Any
 
 from nrl_launch.errors import UsageError
 
-__all__ = ["INSTALL_HINT", "NO_EVENTS", "NO_METRICS", "Curve", "Event", "page", "sparkline"]
+__all__ = [
+    "INSTALL_HINT",
+    "NO_EVENTS",
+    "NO_METRICS",
+    "Curve",
+    "Event",
+    "page",
+    "phases",
+    "sparkline",
+]
 
 INSTALL_HINT = "the report's plots need plotly: pip install 'nrl-launch[report]'"
 NO_METRICS = "No metrics yet: none of these runs has logged a step."
 NO_EVENTS = "No events yet: none of these runs has been queued."
 
 # One colour per run, the same in every plot (plotly's own ten, in its order).
-RUN_COLOURS = (
-    "#636efa",
-    "#EF553B",
-    "#00cc96",
-    "#ab63fa",
-    "#FFA15A",
-    "#19d3f3",
-    "#FF6692",
-    "#B6E880",
-    "#FF97FF",
-    "#FECB52",
-)
+RUN_COLOURS: tuple[str, ...] = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A")
+RUN_COLOURS += ("#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 # An event kind's marker on the timeline: its colour, its symbol and its legend's name.
 EVENT_MARKERS = {
     "queue": ("#7f7f7f", "circle", "queued"),
@@ -232,21 +231,23 @@ def _utc(at: float) -> datetime:
     return datetime.fromtimestamp(at, tz=timezone.utc).replace(tzinfo=None)
 
 
-def _phases(events: Sequence[Event]) -> list[tuple[str, float, float]]:
-    """A run's phases (waiting or running, from, to) between its events, sorted by time."""
-    phases: list[tuple[str, float, float]] = []
+def phases(events: Sequence[Event]) -> list[tuple[str, float, float]]:
+    """A run's phases between its events, in time order: (waiting or running, from, to), each
+    as long as the events say (an event of a kind not in PHASE_AFTER leaves the phase as it was;
+    an end closes it; a run not ended is shown up to its last event)."""
+    spans: list[tuple[str, float, float]] = []
     phase: str | None = None
     began = 0.0
     for event in sorted(events, key=lambda e: e.at):
         after = None if event.kind == "end" else PHASE_AFTER.get(event.kind, phase)
         if after != phase:
             if phase is not None and event.at > began:
-                phases.append((phase, began, event.at))
+                spans.append((phase, began, event.at))
             phase, began = after, event.at
     last = max((e.at for e in events), default=began)
     if phase is not None and last > began:
-        phases.append((phase, began, last))
-    return phases
+        spans.append((phase, began, last))
+    return spans
 
 
 def _timeline_figure(go: Any, events: Sequence[Event], colours: dict[str, str]) -> Any:
@@ -255,7 +256,7 @@ def _timeline_figure(go: Any, events: Sequence[Event], colours: dict[str, str]) 
     figure = go.Figure()
     bars: dict[str, list[tuple[str, float, float]]] = {"waiting": [], "running": []}
     for run in runs:
-        for phase, began, ended in _phases([e for e in events if e.run == run]):
+        for phase, began, ended in phases([e for e in events if e.run == run]):
             bars[phase].append((run, began, ended))
     for phase, segments in bars.items():
         if not segments:
@@ -302,8 +303,10 @@ def _timeline_figure(go: Any, events: Sequence[Event], colours: dict[str, str]) 
             "categoryarray": [_text(run) for run in reversed(runs)],
         },
         template="plotly_white",
-        height=140 + 40 * len(runs),
-        margin={"t": 24, "b": 40},
+        # The legend (phases, event kinds) in a row above the rows, so it never scrolls.
+        legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom"},
+        height=160 + 40 * len(runs),
+        margin={"t": 48, "b": 40},
     )
     return figure
 
