@@ -1,5 +1,6 @@
-"""The training drivers' log lines that say where training is, read line by line: NeMo RL's
-(nemo_rl/algorithms/*.py at NVIDIA-NeMo/RL 7ea279a) and tiny-rl's (examples/tiny-rl). Pure.
+"""The training drivers' log lines that say where training is, found in one scan of the text:
+NeMo RL's (nemo_rl/algorithms/*.py at NVIDIA-NeMo/RL 7ea279a) and tiny-rl's (examples/tiny-rl).
+Pure.
 
 NeMo RL prints, per step (grpo.py grpo_train and async_grpo_train, sft.py, dpo.py, rm.py,
 distillation.py, ppo.py; each the same f-strings):
@@ -14,7 +15,6 @@ Its Logger numbers the step's metrics total_steps + 1 (the global step); so does
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["LogReading", "read_nemo_rl", "read_tiny_rl"]
@@ -76,6 +76,12 @@ _HINTS = {
 _CONFIG_SECTION = re.compile(r"[{ ]'(grpo|sft|dpo|rm|distillation|ppo)': \{")
 # Every algorithm's setup(): print(" " * 18 + "SETUP COMPLETE").
 _SETUP_COMPLETE = " " * 18 + "SETUP COMPLETE"
+# The lines worth a look, found by one scan of the text (a long log is mostly other lines):
+# the above, and the lines that end a block (headers, ▶ progress lines).
+_NEMO_RL_LINES = re.compile(
+    r"^(?:={25} |Saving checkpoint|📊|⏱|🔍|  • |🚀|▶| {18}SETUP COMPLETE|[{ ]')[^\r\n]*",
+    re.MULTILINE,
+)
 
 # A result's label -> the name NeMo RL's Logger gives the metric (log_metrics(prefix="train")),
 # so that the log's values and TensorBoard's meet; (name, scale): the log prints a percent.
@@ -134,14 +140,16 @@ class _NemoRLReader:
         self.config_hint: str | None = None
 
     def line(self, line: str) -> None:
-        if not line.strip():
-            self.block = None
-        elif line.startswith("  • "):
+        """One of the lines _NEMO_RL_LINES finds. Another than a result or timing ends its
+        block."""
+        if line.startswith("  • "):
             if self.block == "results":
                 self._result(line)
             elif self.block == "timing":
                 self._timing(line)
-        elif line.startswith("="):
+            return
+        self.block = None
+        if line.startswith("="):
             self._banner(line)
         elif line.startswith("Saving checkpoint"):
             if match := _SAVE.fullmatch(line):
@@ -202,11 +210,11 @@ class _NemoRLReader:
         return self.reading
 
 
-def read_nemo_rl(lines: Iterable[str]) -> LogReading | None:
+def read_nemo_rl(text: str) -> LogReading | None:
     """A NeMo RL driver's log; None without a step banner, a trainer's 🚀 line or SETUP COMPLETE."""
     reader = _NemoRLReader()
-    for line in lines:
-        reader.line(line)
+    for match in _NEMO_RL_LINES.finditer(text):
+        reader.line(match[0])
     return reader.result()
 
 
@@ -229,6 +237,7 @@ _TINY_SFT_STEP = re.compile(
 )
 # tiny_rl/run.py Run.save: say(f"saved {final} ({seconds:.2f} s)"), final = <root>/step_<k>.
 _TINY_SAVED = re.compile(r"saved .*/step_(\d+) \(\d+\.\d\d s\)")
+_TINY_RL_LINES = re.compile(r"^(?:step \d|saved |grpo: |sft: )[^\r\n]*", re.MULTILINE)
 # The names tiny-rl's metrics.jsonl gives the values (tiny_rl/grpo.py and sft.py `values`).
 _TINY_GRPO_NAMES = (
     "reward",
@@ -252,11 +261,12 @@ def _tiny_rl_step(reading: LogReading, match: re.Match[str], names: tuple[str, .
     reading.step_seconds.append(float(match[3 + names.index("step_s")]))
 
 
-def read_tiny_rl(lines: Iterable[str]) -> LogReading | None:
+def read_tiny_rl(text: str) -> LogReading | None:
     """A tiny-rl driver's log; None without its start line or a step line of its own."""
     algorithm: str | None = None
     reading = LogReading(algorithm="")
-    for line in lines:
+    for found in _TINY_RL_LINES.finditer(text):
+        line = found[0]
         if line.startswith("step "):
             if match := _TINY_GRPO_STEP.fullmatch(line):
                 algorithm = "grpo"
