@@ -234,7 +234,7 @@ def test_event_files_give_every_metric_exactly_and_join_the_logs(tmp_path: Path)
 @tensorboard
 def test_a_resumed_runs_event_files_win_for_the_steps_it_ran_again(tmp_path: Path) -> None:
     write_events(tmp_path / "exp_001" / "tensorboard", {"train/loss": [(1, 1.0), (2, 0.5)]})
-    first = next((tmp_path / "exp_001" / "tensorboard").iterdir())
+    first = next((tmp_path / "exp_001" / "tensorboard").glob("events.out.tfevents.*"))
     parts = first.name.split(".")
     first.rename(first.with_name(".".join([*parts[:3], "1000000000", *parts[4:]])))
     write_events(tmp_path / "exp_002" / "tensorboard", {"train/loss": [(2, 0.25), (3, 0.125)]})
@@ -245,8 +245,8 @@ def test_a_resumed_runs_event_files_win_for_the_steps_it_ran_again(tmp_path: Pat
 
 @tensorboard
 def test_an_event_file_still_being_written_gives_its_whole_records(tmp_path: Path) -> None:
-    write_events(tmp_path, {"train/reward": [(1, 0.5), (2, 0.75)]})
-    events = next(tmp_path.iterdir())
+    write_events(tmp_path / "tensorboard", {"train/reward": [(1, 0.5), (2, 0.75)]})
+    events = next((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     events.write_bytes(events.read_bytes()[:-7])  # the last record cut short
     progress = read_log_progress(LOGS / "dpo.log", tmp_path)
     assert progress is not None
