@@ -166,10 +166,36 @@ TINY_RL = EXAMPLES / "tiny-rl"
 MAIN_JOB = "--wait grpo --config examples/configs/grpo_tiny.yaml"
 
 
-def readme_block(marker: str) -> list[str]:
-    """The commands of the README's ```bash block that holds `marker`, one per line."""
-    blocks = [b.split("```")[0] for b in (REPO / "README.md").read_text().split("```bash\n")[1:]]
-    (block,) = [b for b in blocks if marker in b]
+def doc_pages() -> list[Path]:
+    """The pages a reader copies commands from: the README and every page of docs/."""
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def doc_page(marker: str) -> Path:
+    """The one page (README.md or docs/) whose text holds `marker`."""
+    pages = [page for page in doc_pages() if marker in page.read_text()]
+    names = [str(page.relative_to(REPO)) for page in pages]
+    assert len(pages) == 1, f"{marker!r} is in {len(pages)} pages, not 1: {names}"
+    return pages[0]
+
+
+def doc_blocks(page: Path, language: str) -> list[str]:
+    """The ```language blocks of `page`, in order."""
+    return [b.split("```", 1)[0] for b in page.read_text().split(f"```{language}\n")[1:]]
+
+
+def doc_block(marker: str) -> list[str]:
+    """The commands of the one ```bash block, in the README or a page of docs/, that holds
+    `marker`, one per line: what a reader copies from the page it lives on."""
+    found = [
+        (page, block)
+        for page in doc_pages()
+        for block in doc_blocks(page, "bash")
+        if marker in block
+    ]
+    where = [str(page.relative_to(REPO)) for page, _ in found]
+    assert len(found) == 1, f"{marker!r} is in {len(found)} ```bash blocks, not 1: {where}"
+    ((_, block),) = found
     return [line for line in block.splitlines() if line.strip()]
 
 
@@ -201,7 +227,7 @@ def tiny_rl() -> Path:
     uv = Path(sys.prefix) / "bin" / "uv"
     if not uv.exists():
         unavailable(f"{sys.prefix} has no uv: pip install -e '.[dev,local]'")
-    (make_env,) = [line for line in readme_block(MAIN_JOB) if "uv venv" in line]
+    (make_env,) = [line for line in doc_block(MAIN_JOB) if "uv venv" in line]
     made = subprocess.run(
         as_reader([make_env.split("#")[0]]),
         cwd=TINY_RL,

@@ -169,14 +169,15 @@ def test_local_render_is_valid_and_shellcheck_clean(cli: Cli, tmp_path: Path) ->
     assert checked.returncode == 0, checked.stdout
 
 
-def test_the_readme_names_every_example() -> None:
-    """The README's paragraph on examples/ names each thing in it, and nothing that is not."""
+def test_the_docs_name_every_example() -> None:
+    """The paragraph on examples/ (docs/quickstart.md) names each thing in it, and nothing that
+    is not."""
     import re
 
-    from tests.conftest import REPO
+    from tests.conftest import doc_page
 
-    readme = (REPO / "README.md").read_text()
-    paragraph = readme[readme.index("`examples/` has") :].split("\n\n")[0]
+    text = doc_page("`examples/` has").read_text()
+    paragraph = text[text.index("`examples/` has") :].split("\n\n")[0]
     named = {n.split("/")[0] for n in re.findall(r"`([\w.-]+(?:/[\w.-]+)*/?)`", paragraph)}
     present = {p.name for p in EXAMPLES.iterdir() if not p.name.startswith((".", "__"))}
     assert present <= named | {"examples"}, sorted(present - named)

@@ -17,8 +17,8 @@ from tests.conftest import (
     REPO,
     Cli,
     as_reader,
+    doc_block,
     ray_processes,
-    readme_block,
     readme_shell_env,
     wait_until,
 )
@@ -26,7 +26,7 @@ from tests.helpers import make_record
 
 
 def readme_cluster_check() -> list[str]:
-    (command,) = readme_block("examples/cluster_check.py --nodes 1")
+    (command,) = doc_block("examples/cluster_check.py --nodes 1")
     return shlex.split(command)[1:]
 
 
@@ -61,7 +61,7 @@ def test_readme_cluster_check_runs_here(cli: Cli, here: Path) -> None:
 def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     """The README's main job, its commands as written, from the repository root: a GRPO run
     that places its work on both GPUs, learns, and checkpoints."""
-    commands = readme_block(MAIN_JOB)
+    commands = doc_block(MAIN_JOB)
     run = subprocess.run(
         as_reader(commands),
         cwd=REPO,
@@ -85,11 +85,11 @@ def test_readme_main_job_grpo_runs_here(fresh_tiny_rl: Path) -> None:
     assert not ray_processes(log_dir)
 
 
-def test_readme_model_pools_grpo_scored_by_a_judge_pool_runs_here(fresh_tiny_rl: Path) -> None:
-    """The README's Model pools block, as written: tiny-rl's GRPO run whose rewards all come
-    from its judge served as a pool of two (processes here), through the balancer's URL; it
-    learns as the main job does, and both replicas scored."""
-    commands = readme_block("-f judge-pool.yaml grpo")
+def test_docs_model_pools_grpo_scored_by_a_judge_pool_runs_here(fresh_tiny_rl: Path) -> None:
+    """The block of the Model pools page (docs/model-pools.md), as written: tiny-rl's GRPO run
+    whose rewards all come from its judge served as a pool of two (processes here), through
+    the balancer's URL; it learns as the main job does, and both replicas scored."""
+    commands = doc_block("-f judge-pool.yaml grpo")
     run = subprocess.run(
         as_reader(commands), cwd=REPO, env=readme_shell_env(), capture_output=True, text=True
     )

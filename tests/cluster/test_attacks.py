@@ -273,7 +273,8 @@ def _read(path: Path) -> str:
 def test_no_ray_port_lets_another_user_in_without_the_token(attacked: Attacked) -> None:
     """L7: every Ray server of the job refuses a client without its token (gRPC
     UNAUTHENTICATED, HTTP 401), on both nodes, the core workers' ports included. Ray's
-    Prometheus metrics answer anyone: numbers, with no secret or token in them (README)."""
+    Prometheus metrics answer anyone: numbers, with no secret or token in them
+    (docs/security.md)."""
     done = as_user(OTHER, PYTHON, str(HERE / "ray_ports_probe.py"), "node0", "node1")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -436,7 +437,7 @@ def test_a_log_base_an_acl_opens_to_another_user_is_refused(users: Users) -> Non
 def test_secrets_in_a_file_are_never_held_by_slurm(users: Users) -> None:
     """M1: with slurm.secrets_via file the job gets its secrets from a 0600 file and Slurm's
     stored copy of the job's environment holds none of them; by default (env) it does, which
-    is what the README says."""
+    is what docs/security.md says."""
     tag = uuid.uuid4().hex[:12]
     held = {}
     for via in ("env", "file"):

@@ -308,7 +308,7 @@ def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
     data = json.loads(result.out)
     assert data["ok"] is False
     assert len(data["problems"]) == 3
-    # The keys every command's error object has (README: Exit codes), beside the plan's own.
+    # The keys every command's error object has (docs/exit-codes.md), beside the plan's own.
     assert (data["exit_code"], data["errors"]) == (2, data["problems"])
     errors = result.err.splitlines()
     assert errors == [f"nrl-launch: error: {p}" for p in data["problems"]]
@@ -461,13 +461,14 @@ def test_plan_reads_this_machine_s_copy_of_the_driver_s_config_with_its_argv(
     ]
 
 
-def test_the_readme_plan_example_runs_as_written() -> None:
-    """The README's `plan --config` block, from the repository root, as a reader pastes it."""
+def test_the_docs_plan_example_runs_as_written() -> None:
+    """The `plan --config` block of the NeMo RL configs page (docs/nemo-rl-configs.md), from
+    the repository root, as a reader pastes it."""
     import subprocess
 
-    from tests.conftest import REPO, as_reader, readme_block, readme_shell_env
+    from tests.conftest import REPO, as_reader, doc_block, readme_shell_env
 
-    commands = readme_block("grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml")
+    commands = doc_block("grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml")
     done = subprocess.run(
         as_reader(commands),
         cwd=REPO,

@@ -1,6 +1,6 @@
 """The bad-input catalogue: every way a user can get a command wrong, and what they get back.
 
-Each row of CASES is one mistake: the command line, the exit code the README's table gives it,
+Each row of CASES is one mistake: the command line, the exit code docs/exit-codes.md gives it,
 and the text each error line must hold (one line per problem, naming the key, flag or file).
 Every case runs with fake Slurm commands alone on PATH (tests/fakes.py; sbatch would accept
 and queue), and asserts, besides its own lines:

@@ -402,7 +402,7 @@ def test_job_flags_of_the_slurm_keys() -> None:
 
 
 def test_yaml_s_off_and_numbers_are_the_words_a_user_meant(cli: Cli, tmp_path: Path) -> None:
-    """`off` (YAML's false) drops a secret, as the README says; a numeric account, job name or
+    """`off` (YAML's false) drops a secret, as docs/security.md says; a numeric account, job name or
     partition (YAML's ints) is that word."""
     job = tmp_path / "j.yaml"
     job.write_text(

@@ -1,5 +1,5 @@
-"""The README's Python API section, run for real as a reader runs it: each ```python block in a
-fresh `python` of the reader's shell (the venv activated). The first needs no cluster; the
+"""The Python API page (docs/api.md), run for real as a reader runs it: each ```python block in
+a fresh `python` of the reader's shell (the venv activated). The first needs no cluster; the
 others submit a job on this machine (the local backend, Ray from the venv) and cancel one."""
 
 from __future__ import annotations
@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 
 from nrl_launch import api
-from tests.conftest import REPO, as_reader, readme_shell_env, wait_until
+from tests.conftest import REPO, as_reader, doc_blocks, doc_page, readme_shell_env, wait_until
 
 
 def python_blocks() -> list[str]:
-    """The ```python blocks of the README's `## Python API` section, in order."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
-    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+    """The ```python blocks of the Python API page, in order."""
+    return doc_blocks(doc_page("from nrl_launch import api"), "python")
 
 
 def run_as_reader(code: str, cwd: Path, state: Path) -> subprocess.CompletedProcess[str]:
@@ -33,7 +31,7 @@ def run_as_reader(code: str, cwd: Path, state: Path) -> subprocess.CompletedProc
     )
 
 
-def test_the_readme_has_three_examples() -> None:
+def test_the_api_page_has_three_examples() -> None:
     assert len(python_blocks()) == 3
 
 
