@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from nrl_launch.spec.launch import LaunchSpec
 from nrl_launch.spec.setting import Setting
 
-__all__ = ["describe_errors"]
+__all__ = ["closest", "describe_errors"]
 
 
 def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
@@ -102,6 +102,12 @@ def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:
     return None
 
 
+def closest(word: str, names: Iterable[str]) -> str | None:
+    """The name in `names` that `word` most likely misspells, or None when none is close."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _did_you_mean(loc: list[str]) -> str:
     model: type[BaseModel] = LaunchSpec
     for part in loc[:-1]:
@@ -111,6 +117,6 @@ def _did_you_mean(loc: list[str]) -> str:
             return ""
         model = annotation
     names = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(loc[-1], names)
+    hint = f"; did you mean {close!r}?" if close else ""
     return f"{hint} (accepted: {', '.join(names)})"
