@@ -4,7 +4,10 @@ value given, where it came from and what is accepted (never a pydantic traceback
 from __future__ import annotations
 
 import difflib
+import functools
 import re
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -109,14 +112,48 @@ def closest(word: str, names: Iterable[str]) -> str | None:
 
 
 def _did_you_mean(loc: list[str]) -> str:
-    model: type[BaseModel] = LaunchSpec
+    """The hint after `unknown key`: the same name where the spec has it at another level
+    (a top-level `nodes` is `slurm.nodes`), else the closest name at this level, else the
+    closest name at another level; then what this level accepts."""
+    model: type[BaseModel] | None = LaunchSpec
     for part in loc[:-1]:
-        info = model.model_fields.get(part)
-        annotation = info.annotation if info else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return ""
-        model = annotation
+        info = model.model_fields.get(part) if model else None
+        model = _model_of(info.annotation) if info else None
+    if model is None:
+        return ""
     names = list(model.model_fields)
-    close = closest(loc[-1], names)
-    hint = f"; did you mean {close!r}?" if close else ""
+    here = ".".join(loc)
+    paths = [p for p in _field_paths() if p != here and not p.startswith(here + ".")]
+    elsewhere = [p for p in paths if p.rpartition(".")[2] == loc[-1]]
+    if not elsewhere:
+        sibling = closest(loc[-1], names)
+        near = closest(loc[-1], {p.rpartition(".")[2] for p in paths}) if not sibling else None
+        elsewhere = [sibling] if sibling else [p for p in paths if p.rpartition(".")[2] == near]
+    hint = f"; did you mean {' or '.join(map(repr, elsewhere))}?" if elsewhere else ""
     return f"{hint} (accepted: {', '.join(names)})"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The section a field holds (`SandboxSpec | None` holds one too), or None for a value."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found = [_model_of(arg) for arg in typing.get_args(annotation)]
+        return next((m for m in found if m is not None), None)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+@functools.cache
+def _field_paths() -> tuple[str, ...]:
+    """Every key of the spec as a dotted path (`slurm.nodes`), sections before their keys."""
+    paths: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            paths.append(prefix + name)
+            section = _model_of(info.annotation)
+            if section is not None:
+                walk(section, f"{prefix}{name}.")
+
+    walk(LaunchSpec, "")
+    return tuple(paths)
