@@ -119,9 +119,13 @@ def test_overrides_follow_hydra_rules() -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("cluster.nodes=2", "cluster.nodes is not in the config; use +cluster.nodes=2 to add it"),
+        # A key beside a close one is a typo of it; only a key like none there is a new one.
+        ("cluster.nodes=2", "cluster.nodes is not in the config; did you mean cluster.num_nodes?"),
+        ("polcy.model_name=m", "not in the config; did you mean policy.model_name?"),
+        ("cluster.zone=a", "cluster.zone is not in the config; use +cluster.zone=a to add it"),
         ("+cluster.num_nodes=2", "already in the config; use cluster.num_nodes=2 to change it"),
         ("~policy.nope", "policy.nope is not in the config, so it cannot be deleted"),
+        ("~policy.tokenzer", "so it cannot be deleted; did you mean policy.tokenizer?"),
         ("~cluster.num_nodes=3", "cluster.num_nodes is 1, not 3"),
         ("cluster.num_nodes", "no value; write cluster.num_nodes=VALUE"),
         ("--cluster.num_nodes=2", "expected key=value, +key=value, ++key=value or ~key"),

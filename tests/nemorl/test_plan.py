@@ -295,6 +295,32 @@ def test_plan_json_has_the_promised_keys(cli: Cli) -> None:
     assert [n["role"] for n in data["layout"]] == ["training", "generation"]
 
 
+def test_plan_shows_the_time_limit_and_the_steps_the_overrides_leave(cli: Cli) -> None:
+    # The recipe's section holds the step count; an override changes it, as the driver reads it.
+    args = ["plan", "sft", "--config", str(NEMO / "sft_base.yaml"), "--time", "4:00:00"]
+    result = cli(*args, "sft.max_num_steps=120")
+    assert result.code == 0, result.err
+    assert "\nTime limit:  4:00:00 (slurm.time)\nSteps:       120 (sft.max_num_steps)\n" in (
+        result.out
+    )
+    data = json.loads(cli(*args, "--json").out)
+    assert (data["time_limit"], data["max_num_steps"], data["max_num_steps_key"]) == (
+        "4:00:00",
+        60,
+        "sft.max_num_steps",
+    )
+    # No --time: Slurm's partition gives the limit; a local job has none; no step count: said.
+    result = cli("plan", "--config", str(NEMO / "grpo_base.yaml"), "~grpo.max_num_steps")
+    assert "\nTime limit:  the partition's default\nSteps:       not set\n" in result.out
+    result = cli("plan", "--backend", "local", "--config", str(NEMO / "grpo_base.yaml"), "--json")
+    data = json.loads(result.out)
+    assert (data["time_limit"], data["max_num_steps"]) == (None, 1000000)
+    assert (
+        "Time limit:  none (a local job runs to its end)"
+        in cli("plan", "--backend", "local", "--config", str(NEMO / "grpo_base.yaml")).out
+    )
+
+
 def test_plan_exits_2_with_one_line_per_problem(cli: Cli) -> None:
     result = cli(
         "plan",

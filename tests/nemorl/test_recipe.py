@@ -156,6 +156,20 @@ def test_recipe_bad_input_is_one_line(cli: Cli, args: list[str], message: str) -
     assert message in line
 
 
+def test_a_misspelt_override_is_told_the_key_it_meant_not_to_add_it(cli: Cli) -> None:
+    config = str(NEMO / "grpo_math_1B.yaml")
+    result = cli("render", "grpo", "--config", config, "policy.modle_name=X")
+    assert result.code == 2 and result.out == ""
+    assert result.err == (
+        "nrl-launch: error: override 'policy.modle_name=X': policy.modle_name is not in the "
+        "config; did you mean policy.model_name?\n"
+    )
+    # A key like none in the config is a new one: that is when `+key` is the answer.
+    result = cli("render", "grpo", "--config", config, "policy.qqzx=1")
+    assert result.code == 2
+    assert "policy.qqzx is not in the config; use +policy.qqzx=1 to add it" in result.err
+
+
 def test_time_limit_sets_the_checkpoint_deadline_with_a_margin(cli: Cli) -> None:
     script, _ = rendered(
         cli,

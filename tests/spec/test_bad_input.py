@@ -260,6 +260,34 @@ CASES: list[Case] = [
         ["slurm.node: unknown key (from job file {tmp}/j.yaml); did you mean 'nodes'?"],
         {"j.yaml": "slurm:\n  node: 2\n"},
     ),
+    # A key of one section written at another level: the hint is its full path.
+    Case(
+        "job-key-at-the-top",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        ["nodes: unknown key (from job file {tmp}/j.yaml); did you mean 'slurm.nodes'?"],
+        {"j.yaml": "nodes: 2\n"},
+    ),
+    Case(
+        "job-key-in-another-section",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        [
+            "slurm.image: unknown key (from job file {tmp}/j.yaml); "
+            "did you mean 'container.image' or 'sandbox.image'?"
+        ],
+        {"j.yaml": "slurm:\n  image: nvcr.io/nvidia/nemo-rl:v0.6.0\n"},
+    ),
+    Case(
+        "job-misspelt-key-at-the-top",
+        [*SUBMIT, "-f", "{tmp}/j.yaml", *CMD],
+        BAD_INPUT,
+        [
+            "gpu_per_node: unknown key (from job file {tmp}/j.yaml); "
+            "did you mean 'slurm.gpus_per_node'?"
+        ],
+        {"j.yaml": "gpu_per_node: 4\n"},
+    ),
     Case(
         "profile-unknown-section",
         [*SUBMIT, "--profile", "{tmp}/p.yaml", *CMD],

@@ -200,6 +200,8 @@ class Plan:
         unchecked: why the config the driver names was not read, if it was not.
         refused: every other reason submit would refuse the job here, one line each (its
             checks before the queue: driver, sandbox mounts, container, log dir, secrets).
+        steps: the config's step count (`grpo.max_num_steps`) as its overrides leave it, and
+            its key; None where the config sets none.
     """
 
     spec: Spec
@@ -211,6 +213,14 @@ class Plan:
     injected: tuple[str, ...]
     unchecked: str | None
     refused: tuple[str, ...] = ()
+    steps: tuple[str, int] | None = None
+
+    @property
+    def time_limit(self) -> str | None:
+        """slurm.time where the backend ends jobs at it; None: none (a local job runs to its
+        end; a Slurm job without one gets the partition's default)."""
+        spec = self.spec.launch
+        return spec.slurm.time if backends.time_limited(spec.backend) else None
 
     @property
     def fits(self) -> bool:
@@ -232,6 +242,9 @@ class Plan:
             "gpus_per_node": layout.gpus_per_node,
             "cluster_nodes": layout.cluster_nodes,
             "extra_nodes": [{"count": n, "why": why} for n, why in layout.extra_nodes],
+            "time_limit": self.time_limit,
+            "max_num_steps": self.steps[1] if self.steps else None,
+            "max_num_steps_key": self.steps[0] if self.steps else None,
             "training_gpus": layout.training_gpus,
             "generation_gpus": layout.generation_gpus,
             "training": asdict(layout.training) if layout.training else None,
@@ -274,6 +287,7 @@ def plan_of(spec: Spec) -> Plan:
         overrides=prepared.overrides,
         injected=prepared.injected,
         unchecked=prepared.unchecked,
+        steps=prepared.steps,
     )
 
 

@@ -303,13 +303,14 @@ def _command_of(args: list[str]) -> str:
 
 
 def _driver_hint(exc: typer.TyperException, args: list[str]) -> str:
-    """For an option nrl-launch does not have, met after the words of a driver (or command) that
-    were given without `--` before them (`render python train.py --lr 3`): where `--` goes.
-    (typer carries its own click: its exceptions and parameters are read by their attributes.)"""
+    """For an option nrl-launch does not have here, a command that takes it: another command
+    that has it (`render --sweep`: plan's and submit's), or, met after the words of a driver
+    (or command) given without `--` before them (`render python train.py --lr 3`), the driver
+    after `--`. Not after a RECIPE: with --config the words are the recipe and its overrides,
+    which never take options. (typer carries its own click: its exceptions and parameters are
+    read by their attributes.)"""
     option, ctx = getattr(exc, "option_name", None), getattr(exc, "ctx", None)
     params = ctx.command.params if option and ctx is not None else []
-    if not any(p.param_type_name == "argument" and p.nargs == -1 for p in params):
-        return ""
     valued = {
         name
         for p in params
@@ -317,13 +318,57 @@ def _driver_hint(exc: typer.TyperException, args: list[str]) -> str:
         for name in p.opts
     }
     words = args[1:]  # after the command's name
-    i = 0
+    given, driver, i = set(), None, 0  # the options given before it; where a driver starts
     while i < len(words) and words[i] != option:
-        if not words[i].startswith("-"):
-            fixed = join([args[0], *words[:i], "--", *words[i:]])
-            return f"; options of the driver (or command) go after `--`: nrl-launch {fixed}"
+        if not words[i].startswith("-") or words[i] == "--":
+            driver = i if driver is None else driver
+            i += 1
+            continue
+        given.add(words[i].partition("=")[0])
         i += 2 if words[i] in valued else 1
-    return ""
+    if option and (hint := _elsewhere(str(option), given, args[0], words)):
+        return hint
+    variadic = any(p.param_type_name == "argument" and p.nargs == -1 for p in params)
+    if not variadic or driver is None or "--config" in given:
+        return ""
+    fixed = join([args[0], *words[:driver], "--", *words[driver:]])
+    return f"; options of the driver (or command) go after `--`: nrl-launch {fixed}"
+
+
+# The commands a hint names first (those that only read: plan checks what submit would queue),
+# and what one needs given to run at all (plan reads a NeMo RL config).
+_HINT_ORDER = ("plan", "render", "doctor", "submit", "run")
+_HINT_NEEDS = {"plan": "--config"}
+
+
+def _elsewhere(option: str, given: set[str], current: str, words: list[str]) -> str:
+    """` (render has none; plan and submit take it: nrl-launch plan ...)`: the other commands
+    that take a driver as the current one does and have `option`; the command line with the
+    first that also takes every option given (`given`), where one does."""
+    here = _command(current)
+    if here is None or _arguments(here) != ("command",):
+        return ""  # only the job's commands: `status --wait` is no `stop --wait`
+    having, runnable = [], []
+    for name in sorted(_COMMANDS, key=lambda n: (*_HINT_ORDER, n).index(n)):
+        command = None if name == current else _command(name)
+        if command is None or _arguments(command) != ("command",):
+            continue
+        opts = {o for p in command.params if p.param_type_name == "option" for o in p.opts}
+        if option in opts:
+            having.append(name)
+            if given <= opts and _HINT_NEEDS.get(name, option) in given | {option}:
+                runnable.append(name)
+    if not having:
+        return ""
+    names = ", ".join(having[:-1]) + (" and " if len(having) > 1 else "") + having[-1]
+    takes = "takes" if len(having) == 1 else "take"
+    run = f": nrl-launch {join([runnable[0], *words])}" if runnable else ""
+    return f" ({current} has none; {names} {takes} it{run})"
+
+
+def _arguments(command: Any) -> tuple[str, ...]:
+    """The names of a (click) command's arguments: ("command",) for a job's (its driver)."""
+    return tuple(p.name for p in command.params if p.param_type_name == "argument")
 
 
 def _one_line(exc: typer.TyperException) -> str:

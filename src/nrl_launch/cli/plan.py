@@ -90,6 +90,9 @@ def _as_text(planned: Plan, layout: Layout) -> str:
         + "".join(f", + {n} {why}" for n, why in layout.extra_nodes)
         + ")",
     ]
+    lines.append(f"Time limit:  {_time_limit(planned)}")
+    steps = planned.steps
+    lines.append(f"Steps:       {steps[1]} ({steps[0]})" if steps else "Steps:       not set")
     if layout.training:
         lines.append(f"Training:    {layout.training.describe()}")
     if layout.generation:
@@ -125,6 +128,16 @@ def _as_text(planned: Plan, layout: Layout) -> str:
     # say them again, for the exit code's sake.
     lines += [f"  {problem}" for problem in planned.problems]
     return "\n".join(lines)
+
+
+def _time_limit(planned: Plan) -> str:
+    """The job's time limit as plan shows it, and where it comes from."""
+    from nrl_launch import backends
+
+    backend = planned.spec.launch.backend
+    if not backends.time_limited(backend):
+        return f"none (a {backend} job runs to its end)"
+    return f"{planned.time_limit} (slurm.time)" if planned.time_limit else "the partition's default"
 
 
 def pool_lines(spec: LaunchSpec) -> list[str]:

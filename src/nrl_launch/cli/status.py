@@ -123,7 +123,15 @@ def all_records() -> list[JobRecord]:
 
 
 def show_table(records: Sequence[JobRecord], found: Sequence[JobStatus]) -> None:
-    """One row per job, as `status` and `list` with no job id print them."""
+    """One row per job, as `status` and `list` with no job id print them; with none, a line
+    that says so and how to submit one (on stderr, as the table's rows go to grep and cut)."""
+    if not records:
+        state = paths.state_dir(os.environ)
+        output.note(
+            f"no jobs submitted from here (state dir {state}); nrl-launch submit -f JOB.yaml "
+            "starts one"
+        )
+        return
     rows = [
         [
             r.job_id,

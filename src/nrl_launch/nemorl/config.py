@@ -312,19 +312,44 @@ def _has(tree: Any, key: str, omegaconf: Any) -> bool:
     return True
 
 
+def _meant(tree: Any, key: str) -> str | None:
+    """The key of the config that `key` most likely misspells (`policy.modle_name` is
+    `policy.model_name`): its first part the config lacks, corrected to the closest name beside
+    it, where the key so corrected is in the config; or None."""
+    from omegaconf import OmegaConf
+
+    from nrl_launch.spec.describe import closest
+
+    parts = key.split(".")
+    node = tree
+    for i, part in enumerate(parts):
+        if not OmegaConf.is_dict(node):
+            return None
+        if part not in node:
+            near = closest(part, [str(name) for name in node])
+            fixed = ".".join([*parts[:i], near, *parts[i + 1 :]]) if near else None
+            return fixed if fixed and _has(tree, fixed, OmegaConf) else None
+        node = node._get_node(part)
+    return None
+
+
 def _apply(tree: Any, override: Override) -> str | None:
     """Apply one override in struct mode; the reason it cannot be applied, or None."""
     from omegaconf import OmegaConf, open_dict
     from omegaconf.errors import OmegaConfBaseException
 
     exists = _has(tree, override.key, OmegaConf)
+    meant = None if exists or override.op not in ("", "~") else _meant(tree, override.key)
     if override.op == "" and not exists:
+        if meant:
+            return f"{override.key} is not in the config; did you mean {meant}?"
         return f"{override.key} is not in the config; use +{override.text} to add it"
     if override.op == "+" and exists:
         return f"{override.key} is already in the config; use {override.text[1:]} to change it"
     if override.op == "~":
         if not exists:
-            return f"{override.key} is not in the config, so it cannot be deleted"
+            hint = f"; did you mean {meant}?" if meant else ""
+            return f"{override.key} is not in the config, so it cannot be deleted{hint}"
         *parents, leaf = override.key.split(".")
         parent = OmegaConf.select(tree, ".".join(parents)) if parents else tree
         if override.value is not None and parent[leaf] != override.value:

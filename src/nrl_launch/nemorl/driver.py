@@ -24,6 +24,7 @@ __all__ = [
     "algorithm_of_script",
     "config_algorithms",
     "read",
+    "steps_key",
 ]
 
 # A config's algorithm is the top-level section its driver reads (grpo:, sft:, ...).
@@ -168,3 +169,12 @@ def algorithm_of_recipe(recipe: str) -> str | None:
 def config_algorithms(present: Callable[[str], bool]) -> list[str]:
     """The algorithms whose section a config has; `present` answers for a top-level key."""
     return [name for name in ALGORITHMS if present(name)]
+
+
+def steps_key(algorithm: str | None, present: Callable[[str], bool]) -> str | None:
+    """The key of a config's step count (`grpo.max_num_steps`): in the section of the
+    algorithm the driver runs where the config has it, else in the config's first algorithm
+    section; None when it has none."""
+    has = config_algorithms(present)
+    section = algorithm if algorithm in has else next(iter(has), None)
+    return f"{section}.max_num_steps" if section else None

@@ -53,6 +53,7 @@ class Prepared:
     checkpointing: bool | None = None  # the config's checkpointing.enabled (None: no config)
     checkpoint_dir: str | None = None  # the config's checkpointing.checkpoint_dir, as written
     config: str | None = None  # the config checked, as written (--config, or the driver's)
+    steps: tuple[str, int] | None = None  # the config's step count and its key, if it has one
     overrides: tuple[str, ...] = ()  # the overrides it was checked with
     unchecked: str | None = None  # why the config the driver names was not read
     # logger.log_dir and checkpointing.checkpoint_dir where relative to the driver's working
@@ -154,6 +155,7 @@ def prepare(
         if isinstance(d := cfg.value("checkpointing.checkpoint_dir", None), str)
         else None,
         config=source.shown,
+        steps=_steps(nemo.recipe, source, cfg),
         overrides=source.overrides,
         relative_outputs=tuple(
             (key, value)
@@ -233,13 +235,26 @@ def _disabled_warnings(source: _Source, cfg: NemoConfig) -> list[str]:
     return warnings
 
 
+def _runs(recipe: str | None, source: _Source) -> tuple[str | None, str]:
+    """The algorithm the recipe (or driver) runs, if its name says, and who runs it."""
+    if recipe is not None:
+        return driver.algorithm_of_recipe(recipe), f"recipe {recipe}"
+    if source.driver is not None:
+        return driver.algorithm_of_script(source.driver), f"driver {source.driver}"
+    return None, ""
+
+
+def _steps(recipe: str | None, source: _Source, cfg: NemoConfig) -> tuple[str, int] | None:
+    """The config's step count as its overrides leave it (`grpo.max_num_steps`), and its key."""
+    key = driver.steps_key(_runs(recipe, source)[0], cfg.present)
+    steps = cfg.value(key, None) if key else None
+    return (key, steps) if key and isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
 def _algorithm_warning(recipe: str | None, source: _Source, cfg: NemoConfig) -> list[str]:
     """A recipe (or driver) of one algorithm given another's config: `sft --config grpo.yaml`."""
-    if recipe is not None:
-        want, who = driver.algorithm_of_recipe(recipe), f"recipe {recipe}"
-    elif source.driver is not None:
-        want, who = driver.algorithm_of_script(source.driver), f"driver {source.driver}"
-    else:
+    want, who = _runs(recipe, source)
+    if not who:
         return []
     has = driver.config_algorithms(cfg.present)
     if want is None or not has or want in has:

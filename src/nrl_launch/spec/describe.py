@@ -4,8 +4,11 @@ value given, where it came from and what is accepted (never a pydantic traceback
 from __future__ import annotations
 
 import difflib
+import functools
 import re
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -13,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from nrl_launch.spec.launch import LaunchSpec
 from nrl_launch.spec.setting import Setting
 
-__all__ = ["describe_errors"]
+__all__ = ["closest", "describe_errors"]
 
 
 def describe_errors(exc: ValidationError, merged: Mapping[str, Setting]) -> list[str]:
@@ -102,15 +105,55 @@ def _source_of(key: str, merged: Mapping[str, Setting]) -> str | None:
     return None
 
 
+def closest(word: str, names: Iterable[str]) -> str | None:
+    """The name in `names` that `word` most likely misspells, or None when none is close."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _did_you_mean(loc: list[str]) -> str:
-    model: type[BaseModel] = LaunchSpec
+    """The hint after `unknown key`: the same name where the spec has it at another level
+    (a top-level `nodes` is `slurm.nodes`), else the closest name at this level, else the
+    closest name at another level; then what this level accepts."""
+    model: type[BaseModel] | None = LaunchSpec
     for part in loc[:-1]:
-        info = model.model_fields.get(part)
-        annotation = info.annotation if info else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return ""
-        model = annotation
+        info = model.model_fields.get(part) if model else None
+        model = _model_of(info.annotation) if info else None
+    if model is None:
+        return ""
     names = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    here = ".".join(loc)
+    paths = [p for p in _field_paths() if p != here and not p.startswith(here + ".")]
+    elsewhere = [p for p in paths if p.rpartition(".")[2] == loc[-1]]
+    if not elsewhere:
+        sibling = closest(loc[-1], names)
+        near = closest(loc[-1], {p.rpartition(".")[2] for p in paths}) if not sibling else None
+        elsewhere = [sibling] if sibling else [p for p in paths if p.rpartition(".")[2] == near]
+    hint = f"; did you mean {' or '.join(map(repr, elsewhere))}?" if elsewhere else ""
     return f"{hint} (accepted: {', '.join(names)})"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The section a field holds (`SandboxSpec | None` holds one too), or None for a value."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found = [_model_of(arg) for arg in typing.get_args(annotation)]
+        return next((m for m in found if m is not None), None)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+@functools.cache
+def _field_paths() -> tuple[str, ...]:
+    """Every key of the spec as a dotted path (`slurm.nodes`), sections before their keys."""
+    paths: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            paths.append(prefix + name)
+            section = _model_of(info.annotation)
+            if section is not None:
+                walk(section, f"{prefix}{name}.")
+
+    walk(LaunchSpec, "")
+    return tuple(paths)
