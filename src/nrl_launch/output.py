@@ -24,6 +24,7 @@ __all__ = [
     "heard_by",
     "json_printed",
     "note",
+    "redraw",
     "reset",
     "table",
     "traceback",
@@ -168,3 +169,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     for row in rows:
         view.add_row(*row)
     Console(highlight=False, markup=False).print(view)
+
+
+def redraw(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A table that replaces the one drawn before it (`status --watch`): on a terminal, the
+    screen is cleared and the table drawn under `title`; piped, `title` and the rows (tab-
+    separated) are printed again, once per change, for a log or grep."""
+    if not sys.stdout.isatty():
+        emit_text(title)
+        table(headers, rows)
+        return
+    from rich.console import Console
+
+    Console().clear()
+    emit_text(title)
+    table(headers, rows)

@@ -35,6 +35,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("cancel", "cancel"),
     "dashboard": ("dashboard", "dashboard"),
     "list": ("list_jobs", "list_jobs"),
+    "report": ("report", "report"),
     "render": ("render", "render"),
     "plan": ("plan", "plan"),
     "doctor": ("doctor", "doctor"),
@@ -81,6 +82,8 @@ _SUMMARIES: dict[str, str] = {
         "List the jobs submitted from here with their state (as nrl-launch status with no job"
         " id): one scheduler query for them all."
     ),
+    "report": "Write one HTML page of a run's metric curves and its timeline (plotly: pip install "
+    "'nrl-launch[report]').",
     "render": (
         "Print the whole job script (its header holds the sbatch command; on Lepton, the job "
         "spec comes first); nothing is submitted or written."

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,6 +22,8 @@ from nrl_launch.cli.sweep_options import ExperimentFilter
 from nrl_launch.errors import UsageError
 from nrl_launch.jobs import cost, query, record, snapshot
 from nrl_launch.jobs.status import PoolView
+from nrl_launch.jobs.sweep import summary as sweep_summary
+from nrl_launch.jobs.training import Training, read_training
 from nrl_launch.spec.models import FrozenCode
 
 if TYPE_CHECKING:
@@ -66,7 +69,9 @@ def status(
         raise UsageError("--watch and --json cannot be combined: --json prints one object once")
     if experiment is not None:
         members = experiments.records(experiment, job_ids, "status")
-        return follow(members) if watch else experiments.show("status", experiment, json=json)
+        if watch:
+            return watch_table(members, experiment)
+        return experiments.show("status", experiment, json=json)
     if not job_ids:
         if watch:
             raise UsageError("--watch: name the jobs to follow: nrl-launch status JOBID --watch")
@@ -76,10 +81,13 @@ def status(
     else:
         records = [found_jobs.record_of(job_id) for job_id in job_ids]
         if watch:
-            return follow(records)
+            return watch_table(records)
         found = found_jobs.statuses(records)
     if json:
-        jobs = [s.as_json() | code_object(r) for r, s in zip(records, found, strict=True)]
+        jobs = [
+            s.as_json() | code_object(r) | {"training": _training_json(r, s) if job_ids else None}
+            for r, s in zip(records, found, strict=True)
+        ]
         output.emit_json("status", {"jobs": jobs})
     elif not job_ids:
         show_table(records, found)
@@ -102,6 +110,7 @@ def _details(rec: JobRecord, s: JobStatus) -> str:
             for pool in s.pools
             if s.phase is not Phase.PENDING
         ),
+        *(f"    {line}" for line in _training_lines(rec, s)),
         *([f"    {used}"] if (used := _used_line(rec, s)) else []),
         *(f"    | {line}" for line in s.driver_tail),
     ]
@@ -201,5 +210,71 @@ def follow(records: list[JobRecord], *, quiet: bool = False) -> int:
     # Gentle on slurmctld: one squeue per poll for all jobs, polls growing to 5 s apart.
     waits = query.Backoff(first_s=1.0, most_s=5.0, step_s=1.0)
     found = query.StatusPoller(records).wait_until(print_changes, None, waits)
+    assert found  # with no time limit, it returns once every job has ended
+    return query.exit_code_of(found[0])
+
+
+def training_of(rec: JobRecord, s: JobStatus) -> Training | None:
+    """The job's training (step, pace, the verdict against its limit), once its driver runs."""
+    if s.log_dir is None or s.phase in (Phase.PENDING, Phase.UNKNOWN):
+        return None
+    return read_training(rec, Path(s.log_dir))
+
+
+def _training_lines(rec: JobRecord, s: JobStatus) -> list[str]:
+    found = training_of(rec, s)
+    return found.lines(over=s.over) if found else []
+
+
+def _training_json(rec: JobRecord, s: JobStatus) -> dict[str, Any] | None:
+    found = training_of(rec, s)
+    return found.as_json() if found else None
+
+
+def progress_bar(step: int | None, total: int | None, width: int = 12) -> str:
+    """A text bar of the steps done, 42/100 beside it; empty without a step."""
+    if step is None:
+        return ""
+    if not total:
+        return str(step)
+    filled = round(width * min(step, total) / total)
+    return f"{'█' * filled}{'░' * (width - filled)} {step}/{total}"
+
+
+def watch_table(records: list[JobRecord], experiment: str | None = None) -> int:
+    """`status --watch`: a table of the jobs (an experiment's points side by side: overrides,
+    step, the main metric), redrawn when one changes, until all have ended; the exit code is
+    the first job's (`query.exit_code_of`)."""
+    last: list[list[str]] = []
+    title = f"Experiment {experiment}" if experiment else "Jobs"
+    headers = ["JOBID", "OVERRIDES" if experiment else "NAME", "STATE", "STEP", "METRIC"]
+
+    def redraw(found: list[JobStatus]) -> bool:
+        rows = []
+        for r, s in zip(records, found, strict=True):
+            t = training_of(r, s)
+            p = t.progress if t else None
+            main = p.main[0] if p and p.main else None
+            value = p.latest(main) if p and main else None
+            rows.append(
+                [
+                    r.job_id,
+                    " ".join(r.overrides) if experiment else r.job_name,
+                    s.phase.value,
+                    progress_bar(p.step, p.total) if p else "",
+                    "" if value is None else f"{main} {value:.4g}",
+                    _hours(s.gpu_hours_used),
+                    s.detail,
+                ]
+            )
+        if rows != last:
+            last[:] = rows
+            summary = sweep_summary([s.phase.value for s in found])
+            output.redraw(f"{title}: {summary}", [*headers, "GPU-H", "DETAIL"], rows)
+        return bool(found) and all(s.over for s in found)
+
+    # Gentle on slurmctld: one squeue per poll for all jobs, polls growing to 5 s apart.
+    waits = query.Backoff(first_s=1.0, most_s=5.0, step_s=1.0)
+    found = query.StatusPoller(records).wait_until(redraw, None, waits)
     assert found  # with no time limit, it returns once every job has ended
     return query.exit_code_of(found[0])
