@@ -36,20 +36,21 @@ class Finding:
 
 def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
     """A Ray job with token authentication (ray.auth token) in an image whose Ray has none
-    (before 2.52): refused now, not after the queue wait, in one line with the choice. A Ray
-    that cannot be known here is said at submit (`on_host`), where the head will check it."""
+    (before 2.52): refused now, not after the queue wait, in one line with the choice. A .sqsh
+    file is known by its listing where it can be read (`on_host`: submit), else by its name
+    when that names a NeMo RL release (render too). A Ray that cannot be known here is said at
+    submit (`on_host`), where the head will check it."""
     image = spec.container.image
     if spec.container.runtime != "pyxis" or not image or spec.ray.auth != "token":
         return []
     listing = None
     if on_host and image.startswith(("/", ".")) and exists(image):
         listing = _listing(image)
-    if image.startswith(("/", ".")) and listing is None:
+    found = image_ray(image, listing)
+    if image.startswith(("/", ".")) and listing is None and found.has_auth is None:
         if not on_host:
             return []
         found = ImageRay(None, "no unsquashfs here (Debian's squashfs-tools) to list it")
-    else:
-        found = image_ray(image, listing)
     key = "container.image"
     if found.has_auth is False:
         return [
