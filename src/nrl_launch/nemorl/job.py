@@ -24,6 +24,7 @@ from nrl_launch.nemorl import deadline, driver
 from nrl_launch.nemorl.deadline import ddhhmmss_minutes
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
+from nrl_launch.spec.lint import log_base_warning
 from nrl_launch.storage import is_under, node_local_root
 
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ def prepare(
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
     warnings = [
         *said,
+        *_log_base_warning(resolved, draft),
         *_disabled_warnings(source, cfg),
         *_algorithm_warning(nemo.recipe, source, cfg),
         *_storage_warnings(draft.spec, cfg),
@@ -231,6 +233,16 @@ def _host_path(spec: LaunchSpec, written: str) -> tuple[Path | None, str]:
     if not Path(path).is_file():
         return None, f"no file {path}"
     return Path(path), ""
+
+
+def _log_base_warning(resolved: Resolved, draft: _Draft) -> list[str]:
+    """A node-local log base dir, once the config has given the job several nodes: the spec as
+    resolved had one, so nothing was said of it (`lint.warnings`)."""
+    cwd = Path.cwd()  # where the job is submitted from, as lint takes it
+    sized = log_base_warning(draft.spec, draft.sources, cwd=cwd)
+    if sized is None or log_base_warning(resolved.spec, resolved.sources, cwd=cwd) is not None:
+        return []
+    return [sized]
 
 
 def _disabled_warnings(source: _Source, cfg: NemoConfig) -> list[str]:
