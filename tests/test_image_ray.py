@@ -12,7 +12,7 @@ import pytest
 
 from nrl_launch import storage
 from nrl_launch.image_ray import image_ray, ray_in_listing
-from tests.conftest import Cli
+from tests.conftest import EXAMPLES, REPO, Cli
 from tests.fakes import FakeSlurm
 
 V040 = "nvcr.io/nvidia/nemo-rl:v0.4.0"
@@ -90,6 +90,43 @@ def test_an_image_that_is_no_nemo_rl_release_is_not_known(image: str) -> None:
     found = image_ray(image)
     assert (found.version, found.has_auth) == (None, None)
     assert found.how == "not a NeMo RL release image, nor a .sqsh file readable here"
+
+
+# ---- a .sqsh file named after a NeMo RL release: the Ray that release pins ----
+
+
+@pytest.mark.parametrize(
+    ("image", "version", "how"),
+    [
+        (
+            "/lustre/images/nemo-rl.v0.4.0.sqsh",
+            "2.46.0",
+            "its name says NeMo RL v0.4, which pins it",
+        ),
+        ("./nvidia+nemo-rl+v0.5.0.sqsh", "2.49.2", "its name says NeMo RL v0.5, which pins it"),
+        (
+            "/l/nemo-rl.v0.4.0.nemotron_3_nano.sqsh",
+            "2.46.0",
+            "its name says NeMo RL v0.4, which pins it",
+        ),
+        ("/l/nemo-rl+v0.6.0.sqsh", "2.54.0", "its name says NeMo RL v0.6, which pins it"),
+        (
+            "/l/nemo_rl-v0.3.1.squashfs",
+            "2.46.0",
+            "its name says NeMo RL v0.3; NeMo RL before v0.4 pins it, or older",
+        ),
+    ],
+)
+def test_a_sqsh_named_after_a_nemo_rl_release_gives_the_ray_it_pins(
+    image: str, version: str, how: str
+) -> None:
+    found = image_ray(image)
+    assert (found.version, found.how) == (version, how)
+
+
+@pytest.mark.parametrize("image", ["/l/rl.sqsh", "/l/my-nemo-rl.sqsh", "/l/nemo-rl.v0.4.0/x.sqsh"])
+def test_a_sqsh_whose_name_names_no_release_is_not_known(image: str) -> None:
+    assert image_ray(image).version is None
 
 
 # ---- a .sqsh file: its file listing names the installed package ----
@@ -234,6 +271,63 @@ def test_submit_queues_a_sqsh_whose_ray_has_token_authentication(
     assert [line for line in err if "container.image" in line] == []
     (call,) = fake.calls("sbatch")
     assert call.startswith("sbatch --parsable ")
+
+
+NAMED_V040 = "/lustre/fs1/users/alice/images/nemo-rl.v0.4.0.sqsh"
+REFUSED_NAMED = (
+    f"nrl-launch: error: container.image {NAMED_V040}: its Ray is 2.46.0 (its name says NeMo RL "
+    "v0.4, which pins it), which has no token authentication (Ray 2.52 or later has; ray.auth is "
+    "token): use an image with a newer Ray (NeMo RL v0.6.0 or later), or set ray.auth: off (--set "
+    "ray.auth=off; then anyone who can reach the job's Ray ports can run code as you)"
+)
+
+
+def test_render_refuses_a_sqsh_named_after_v0_4_in_one_line(cli: Cli) -> None:
+    """The file is on the cluster, not here (render runs in CI): its name says its Ray."""
+    args = ["render", "--container", NAMED_V040, "--mount", "/lustre:/lustre"]
+    result = cli(*args, "--log-dir", "/lustre/logs", *CMD)
+    assert result.code == 2
+    assert result.err.splitlines() == [REFUSED_NAMED]
+    assert result.out == ""
+    result = cli(*args, "--log-dir", "/lustre/logs", "--set", "ray.auth=off", *CMD)
+    assert result.code == 0, result.err
+    assert result.err.splitlines() == [AUTH_OFF]
+
+
+def test_plan_says_submit_would_refuse_a_sqsh_named_after_v0_4(cli: Cli) -> None:
+    config = REPO / "tests" / "data" / "nemo_rl" / "examples" / "configs" / "grpo_math_1B.yaml"
+    args = ["--container", NAMED_V040, "--mount", "/lustre:/lustre", "--log-dir", "/lustre/logs"]
+    result = cli("plan", "--config", str(config), *args)
+    lines = result.out.splitlines()
+    refused = lines[lines.index("Submit would refuse it here:") + 1 :]
+    assert f"  {REFUSED_NAMED.removeprefix('nrl-launch: error: ')}" in refused
+
+
+def test_submit_refuses_a_sqsh_named_after_v0_4_without_unsquashfs(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No unsquashfs to list it: the name speaks, and nothing is queued."""
+    _alone(slurm, monkeypatch)
+    image = tmp_path / "nemo-rl.v0.4.0.sqsh"
+    image.write_bytes(b"hsqs")
+    code, err = _submit(cli, tmp_path, str(image))
+    assert code == 2
+    assert err == [REFUSED_NAMED.replace(NAMED_V040, str(image))]
+    assert slurm.calls("sbatch") == []
+
+
+def test_the_listing_wins_over_the_name(cli: Cli, fake: FakeSlurm, tmp_path: Path) -> None:
+    """A file named v0.4.0 that holds a newer Ray (rebuilt, say) is queued: what it holds counts."""
+    image = _sqsh(tmp_path, "2.60.0").rename(tmp_path / "nemo-rl.v0.4.0.sqsh")
+    code, err = _submit(cli, tmp_path, str(image))
+    assert code == 0, err
+    assert len(fake.calls("sbatch")) == 1
+
+
+def test_the_example_job_names_an_image_whose_ray_has_token_authentication(cli: Cli) -> None:
+    result = cli("render", "-f", str(EXAMPLES / "grpo-2node.yaml"))
+    assert result.code == 0, result.err
+    assert "token authentication" not in result.err
 
 
 def test_render_does_not_read_the_sqsh(cli: Cli, tmp_path: Path) -> None:

@@ -34,23 +34,36 @@ class Finding:
         return self.message
 
 
-def image_ray_findings(spec: LaunchSpec, *, on_host: bool) -> list[Finding]:
+def image_ray_findings(spec: LaunchSpec, *, on_host: bool, profile: bool = False) -> list[Finding]:
     """A Ray job with token authentication (ray.auth token) in an image whose Ray has none
-    (before 2.52): refused now, not after the queue wait, in one line with the choice. A Ray
-    that cannot be known here is said at submit (`on_host`), where the head will check it."""
+    (before 2.52): refused now, not after the queue wait, in one line with the choice. A .sqsh
+    file is known by its listing where it can be read (`on_host`: submit), else by its name
+    when that names a NeMo RL release (render too). A Ray that cannot be known here is said at
+    submit (`on_host`), where the head will check it. For a `profile` (init), a warning that
+    names what works there: its jobs are refused until then."""
     image = spec.container.image
     if spec.container.runtime != "pyxis" or not image or spec.ray.auth != "token":
         return []
     listing = None
     if on_host and image.startswith(("/", ".")) and exists(image):
         listing = _listing(image)
-    if image.startswith(("/", ".")) and listing is None:
+    found = image_ray(image, listing)
+    if image.startswith(("/", ".")) and listing is None and found.has_auth is None:
         if not on_host:
             return []
         found = ImageRay(None, "no unsquashfs here (Debian's squashfs-tools) to list it")
-    else:
-        found = image_ray(image, listing)
     key = "container.image"
+    if found.has_auth is False and profile:
+        return [
+            Finding(
+                key,
+                f"{key} {image}: its Ray is {found.version} ({found.how}), which has no token "
+                "authentication (Ray 2.52 or later has), so jobs of this profile are refused "
+                "while ray.auth is token: use an image with a newer Ray (NeMo RL v0.6.0 or "
+                "later), or add 'ray: {auth: \"off\"}' to the profile (or --set ray.auth=off "
+                "per job; then anyone who can reach the job's Ray ports can run code as you)",
+            )
+        ]
     if found.has_auth is False:
         return [
             Finding(

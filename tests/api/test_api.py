@@ -37,7 +37,7 @@ def test_load_plan_render_need_no_cluster_and_print_nothing(
 
 def test_plan_names_what_does_not_fit_and_render_refuses_it() -> None:
     driver = ["uv", "run", "examples/run_grpo.py", "--config", GRPO_TINY]
-    spec = api.load_spec(command=driver, settings={**SHARED, "slurm.gpus_per_node": 3})
+    spec = api.load_spec(command=driver, settings={**SHARED, "slurm.nodes": 2})
     plan = api.plan(spec)
     assert not plan.fits and plan.problems == spec.problems
     with pytest.raises(api.ConfigError) as refused:

@@ -267,6 +267,21 @@ def test_a_bare_command_prints_its_help_exit_0(cli: Cli, args: list[str], has: s
     assert "Examples:\n" in result.out
 
 
+def test_the_help_says_where_to_start_on_a_cluster(cli: Cli) -> None:
+    """A new user's first `nrl-launch --help` names the commands to run on a cluster, in their
+    order, on one line; the commands it names exist."""
+    result = cli("--help")
+    assert result.code == 0
+    start = (
+        "  Start here on a cluster: nrl-launch init, nrl-launch doctor, nrl-launch plan, "
+        "nrl-launch submit"
+    )
+    assert start in result.out.splitlines()
+    named = [word.strip(",") for word in start.split(":")[1].split() if word != "nrl-launch"]
+    assert set(named) <= {c.name for c in app.registered_commands}
+    assert len(result.out.splitlines()) < 50  # still a page
+
+
 def test_the_listing_of_commands_is_their_own_help(cli: Cli) -> None:
     # `nrl-launch --help` lists the commands from summaries kept in cli/__init__.py, without
     # importing them: each is its command's first sentence, and the help reads as the one

@@ -279,3 +279,46 @@ def test_an_existing_profile_is_replaced_on_a_terminal_when_you_say_yes(
     else:
         assert isinstance(result.exception, UsageError)
         assert profile.read_text() == "slurm: {account: old}\n"
+
+
+# ---- no Slurm here ----
+
+
+def test_init_without_slurm_and_no_value_says_so_in_one_line_and_writes_nothing(
+    run_init: Cli, isolated: Path
+) -> None:
+    """No scontrol on PATH (a laptop, a CI runner) and no flag: a profile of nothing would be
+    useless, so init says where to run it, and writes nothing."""
+    result = run_init()
+    assert result.code == 3  # a Slurm command could not be run (README: Exit codes)
+    assert result.err.splitlines() == [
+        "nrl-launch: error: init found no Slurm here (scontrol is not on PATH): run it on the "
+        "cluster's login node, or give the values by flag (--partition, --gpus-per-node, "
+        "--account, --container, --mount, --log-dir); nothing was written"
+    ]
+    assert result.out == ""
+    assert not (isolated.parent / "home" / ".config" / "nrl-launch").exists()
+
+
+def test_an_image_without_token_authentication_names_what_works_for_a_profile(
+    run_init: Cli, cli: Cli, tmp_path: Path
+) -> None:
+    """init has no --set: the line names what does work (another image, or ray.auth off in the
+    profile or per job), and the profile is written (a job may still turn auth off)."""
+    profile = tmp_path / "site.yaml"
+    result = run_init("--profile", str(profile), "--container", "nvcr.io/nvidia/nemo-rl:v0.4.0")
+    assert result.code == 0, result.err
+    assert (
+        "nrl-launch: warning: container.image nvcr.io/nvidia/nemo-rl:v0.4.0: its Ray is 2.46.0 "
+        "(NeMo RL v0.4 pins it), which has no token authentication (Ray 2.52 or later has), so "
+        "jobs of this profile are refused while ray.auth is token: use an image with a newer Ray "
+        "(NeMo RL v0.6.0 or later), or add 'ray: {auth: \"off\"}' to the profile (or --set "
+        "ray.auth=off per job; then anyone who can reach the job's Ray ports can run code as you)"
+    ) in result.err.splitlines()
+    assert yaml.safe_load(profile.read_text()) == {
+        "container": {"image": "nvcr.io/nvidia/nemo-rl:v0.4.0"}
+    }
+    # What it says works does: the profile with ray.auth off renders a job in that image.
+    profile.write_text(profile.read_text() + 'ray: {auth: "off"}\n')
+    rendered = cli("render", "--profile", str(profile), "--log-dir", "/lustre/logs", "--", "x")
+    assert rendered.code == 0, rendered.err

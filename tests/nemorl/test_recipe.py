@@ -295,8 +295,55 @@ def test_shared_storage_gives_no_warning(cli: Cli) -> None:
         "caches=/lustre/me/cache",
         "++checkpointing.checkpoint_dir=/lustre/me/ckpt",
         "++logger.log_dir=/lustre/me/logs",
+        *SHARED_LOGS,
     )
     assert "warning" not in err
+
+
+LOCAL_LOGS = (
+    "nrl-launch: warning: logs.base_dir ., {cwd} from this directory, is local to each node "
+    "(/tmp): each of the job's 2 nodes would write its logs and state where neither the others "
+    "nor status and logs can read them; choose a directory every node shares"
+)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "flag",  # --nodes 2
+        "recipe config",  # cluster.num_nodes: 2 in the recipe's config
+        "job file",  # slurm.nodes: 2
+        "job file's config",  # nemo_rl: {recipe, config} in a job file
+        "driver's config",  # the --config of the job's own driver command
+    ],
+)
+def test_a_node_local_log_dir_is_said_however_the_job_got_its_nodes(
+    cli: Cli, isolated: Path, given: str
+) -> None:
+    """Submitted from /tmp (the tests' cwd), the default log dir `.` is on each node's own
+    disk: said once, whether --nodes, a job file or the NeMo RL config gave the 2 nodes."""
+    if not str(isolated).startswith("/tmp/"):
+        pytest.skip(f"the tests' dir {isolated} is not under /tmp")
+    job = isolated / "job.yaml"
+    args = {
+        "flag": ["--nodes", "2", "--", "python", "x.py"],
+        "recipe config": ["grpo", "--config", str(NONCOLOC_2N)],
+        "job file": ["-f", str(job), "--", "python", "x.py"],
+        "job file's config": ["-f", str(job)],
+        "driver's config": RAY_SUB,
+    }[given]
+    if given == "job file":
+        job.write_text("slurm: {nodes: 2}\n")
+    if given == "job file's config":
+        job.write_text(f"nemo_rl: {{recipe: grpo, config: {NONCOLOC_2N}}}\n")
+    result = cli("render", *args)
+    assert result.code == 0, result.err
+    assert "--nodes=2" in submit_argv(result.out)
+    said = [line for line in result.err.splitlines() if "logs.base_dir" in line]
+    assert said == [LOCAL_LOGS.format(cwd=isolated)]
+    result = cli("render", *SHARED_LOGS, *args)  # a dir every node shares: nothing to say
+    assert result.code == 0, result.err
+    assert "logs.base_dir" not in result.err
 
 
 def test_plan_json_shows_the_driver_a_recipe_would_run(cli: Cli) -> None:
@@ -403,7 +450,7 @@ def test_a_driver_config_not_readable_here_is_said_not_checked(cli: Cli) -> None
 def test_a_recipe_and_a_config_that_disagree_is_a_warning(
     cli: Cli, args: list[str], who: str
 ) -> None:
-    _, err = rendered(cli, *args)
+    _, err = rendered(cli, *SHARED_LOGS, *args)
     warnings = [line for line in err.splitlines() if "warning" in line]
     assert warnings == [
         f"nrl-launch: warning: {who}, but the config {NONCOLOC_2N} is for grpo (it has no sft: "

@@ -153,6 +153,11 @@ def _root_app() -> typer.Typer:
         name="nrl-launch",
         help="Launch multi-node Ray jobs for NeMo RL on Slurm from one typed, validated job spec.",
         epilog=_epilog(
+            "Start here on a cluster: nrl-launch init, nrl-launch doctor, nrl-launch plan, "
+            "nrl-launch submit\n"
+        )
+        + "\n"
+        + _epilog(
             "Examples:\n  nrl-launch render -f examples/grpo-2node.yaml\n  nrl-launch status\n"
         ),
         pretty_exceptions_enable=False,  # errors are one line; tracebacks only with --debug

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from nrl_launch.cli.options import (
     Mounts,
     Partition,
 )
+from nrl_launch.container_image import image_ray_findings
 from nrl_launch.doctor.verdicts import parse_config, parse_node_groups, parse_partitions
 from nrl_launch.errors import ConfigError, SchedulerError, UsageError
 from nrl_launch.spec import layers, lint
@@ -65,6 +67,7 @@ class ClusterFacts:
     values: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    answered: bool = True  # False: Slurm did not answer (not installed, or not responding)
 
 
 def read_cluster(query: Query, *, partition: str | None, user: str) -> ClusterFacts:
@@ -82,6 +85,7 @@ def read_cluster(query: Query, *, partition: str | None, user: str) -> ClusterFa
             "Slurm did not answer (scontrol show partition): the profile holds only what was "
             "given; run init on a Slurm login node to read the partition and GPUs"
         )
+        facts.answered = False
         return facts
     partitions = parse_partitions(partitions_text)
     names = ", ".join(p.name for p in partitions) or "none"
@@ -185,11 +189,15 @@ def init(
     _checked(values, sources)  # a bad flag is refused before Slurm is asked anything
     user = _user()
     facts = read_cluster(_query, partition=partition, user=user)
+    if not facts.answered and not values and not asking:
+        raise _no_slurm()  # the profile would hold nothing: one line, nothing written
     _report(facts)
     values = {**facts.values, **values}
     sources = {**dict.fromkeys(facts.values, "the cluster"), **sources}
     if asking:
         _ask(values, sources, lambda name: read_cluster(_query, partition=name, user=user))
+        if not facts.answered and not values:
+            raise _no_slurm()
     checked = _checked(values, sources)
     containers = backends.containers(checked.spec.backend)
     for line in lint.warnings(checked, cwd=Path.cwd(), containers=containers):
@@ -197,7 +205,10 @@ def init(
     # The image as pyxis will read it in every job of this profile (its file may be on storage
     # only the compute nodes have: that is checked at submit).
     backend = backends.get(checked.spec.backend)
-    container_checks.check(checked.spec, backend=backend, on_host=False, keys=["container.image"])
+    keys = ["container.image"]
+    container_checks.check(checked.spec, backend=backend, on_host=False, keys=keys, ray=False)
+    for finding in image_ray_findings(checked.spec, on_host=False, profile=True):
+        output.warn(finding.message)  # a job may still set ray.auth off: refused at render
     written = {key: _value(checked.spec, key) for key in values}
     text = _profile_text(written)
     try:
@@ -216,6 +227,19 @@ def init(
             f"commands run here do not read {target} by themselves ({instead}): pass "
             f"--profile {target}, or set {paths.PROFILE_ENV}={target}"
         )
+
+
+def _no_slurm() -> SchedulerError:
+    """Slurm is not here (or did not answer) and no value was given: a profile of nothing."""
+    flags = "--partition, --gpus-per-node, --account, --container, --mount, --log-dir"
+    if shutil.which("scontrol") is None:
+        why = "found no Slurm here (scontrol is not on PATH)"
+    else:
+        why = "Slurm did not answer (scontrol show partition)"
+    return SchedulerError(
+        f"init {why}: run it on the cluster's login node, or give the values by flag "
+        f"({flags}); nothing was written"
+    )
 
 
 def _checked(values: dict[str, Any], sources: dict[str, str]) -> Resolved:

@@ -25,6 +25,7 @@ __all__ = [
     "config_algorithms",
     "read",
     "steps_key",
+    "takes_appended",
 ]
 
 # A config's algorithm is the top-level section its driver reads (grpo:, sft:, ...).
@@ -53,6 +54,12 @@ def read(command: Sequence[str], drivers: Iterable[str] = ()) -> DriverConfig | 
     if string is not None:
         return _read_shell(string, known)
     return _read_argv(command, known)
+
+
+def takes_appended(command: Sequence[str], drivers: Iterable[str] = ()) -> bool:
+    """Whether words appended to `command` reach its NeMo RL driver as overrides: an argv (not
+    a shell string) that runs a driver, whose every word after the driver is the driver's."""
+    return _shell_string(command) is None and _read_argv(command, set(drivers)) is not None
 
 
 def _is_driver(word: str, known: set[str]) -> bool:

@@ -3,9 +3,10 @@
 `prepare` is the one step between the validated spec and the backends: it reads the config
 (`nemo_rl.config` and its overrides; for a driver command of its own, the `--config` and the
 overrides in its argv, which are what NeMo RL runs), takes the job's nodes and GPUs from it where
-the user gave none, passes `cluster.num_nodes` / `cluster.gpus_per_node` to the driver where they
-are missing or differ from the job, builds `uv run <driver> --config FILE OVERRIDES` for a recipe,
-and runs the layout checks. Reading files is its only I/O.
+the user gave none, passes `cluster.num_nodes` / `cluster.gpus_per_node` to a recipe's driver
+where they are missing or differ from the job (to a driver command of the user's own, only the
+GPUs per node they gave: the hardware's), builds `uv run <driver> --config FILE OVERRIDES` for
+a recipe, and runs the layout checks. Reading files is its only I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nrl_launch.nemorl import deadline, driver
 from nrl_launch.nemorl.deadline import ddhhmmss_minutes
 from nrl_launch.spec import LaunchSpec
 from nrl_launch.spec.layers import BackendRules, Resolved, Setting, describe_errors
+from nrl_launch.spec.lint import log_base_warning
 from nrl_launch.storage import is_under, node_local_root
 
 if TYPE_CHECKING:
@@ -123,8 +125,23 @@ def prepare(
         )
     draft = _Draft(spec, dict(resolved.sources), backend_rules)
     extra = _extra_nodes(cfg)
-    _size(draft, cfg, "nodes", extra, source.shown)
-    _size(draft, cfg, "gpus_per_node", 0, source.shown)
+    # A recipe's command is built here, so the job's sizes are passed to it. A driver command
+    # of the user's own is theirs: only the GPUs per node they gave (the hardware's, as NeMo
+    # RL's launchers pass it from the allocation) are appended, where they reach the driver.
+    own_argv = (
+        source.driver is not None
+        and spec.driver.command is not None
+        and driver.takes_appended(spec.driver.command, nemo.drivers.values())
+    )
+    _size(draft, cfg, "nodes", extra, source.shown, pass_on=nemo.recipe is not None)
+    _size(
+        draft,
+        cfg,
+        "gpus_per_node",
+        0,
+        source.shown,
+        pass_on=nemo.recipe is not None or own_argv,
+    )
     _segment(draft, cfg, source.shown)
     deadline = _deadline(draft, cfg, time_limited)
     if draft.injected:
@@ -136,6 +153,7 @@ def prepare(
     problems = [*draft.problems, *layout.problems, *_job_fits(draft, layout)]
     warnings = [
         *said,
+        *_log_base_warning(resolved, draft),
         *_disabled_warnings(source, cfg),
         *_algorithm_warning(nemo.recipe, source, cfg),
         *_storage_warnings(draft.spec, cfg),
@@ -219,6 +237,16 @@ def _host_path(spec: LaunchSpec, written: str) -> tuple[Path | None, str]:
     return Path(path), ""
 
 
+def _log_base_warning(resolved: Resolved, draft: _Draft) -> list[str]:
+    """A node-local log base dir, once the config has given the job several nodes: the spec as
+    resolved had one, so nothing was said of it (`lint.warnings`)."""
+    cwd = Path.cwd()  # where the job is submitted from, as lint takes it
+    sized = log_base_warning(draft.spec, draft.sources, cwd=cwd)
+    if sized is None or log_base_warning(resolved.spec, resolved.sources, cwd=cwd) is not None:
+        return []
+    return [sized]
+
+
 def _disabled_warnings(source: _Source, cfg: NemoConfig) -> list[str]:
     """NeMo RL disables a recipe by renaming it *.yaml.disabled: its nightly tests stop
     running it, so it may no longer work with the NeMo RL it ships in."""
@@ -270,8 +298,11 @@ def _extra_nodes(cfg: NemoConfig) -> int:
     return gym if isinstance(gym, int) and not isinstance(gym, bool) and gym > 0 else 0
 
 
-def _size(draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str) -> None:
-    """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run)."""
+def _size(
+    draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str, *, pass_on: bool
+) -> None:
+    """Match slurm.<what> and cluster.<what> (nodes: num_nodes, beyond which `extra` nodes run).
+    `pass_on`: where the job's value differs, pass it to the driver (else _job_fits says so)."""
     spec_key, cfg_key = f"slurm.{what}", f"cluster.{'num_nodes' if what == 'nodes' else what}"
     in_cfg = cfg.value(cfg_key, None)
     valid = isinstance(in_cfg, int) and not isinstance(in_cfg, bool) and in_cfg >= 1
@@ -306,7 +337,7 @@ def _size(draft: _Draft, cfg: NemoConfig, what: str, extra: int, shown: str) -> 
                 + ": drop one of them"
             ]
         )
-    if draft.spec.nemo_rl.recipe is None:
+    if not pass_on:
         return  # the driver command is the user's: _job_fits says what does not match
     draft.injected.append(f"++{cfg_key}={want}")
     was = "is not in the config" if in_cfg is None else f"is {in_cfg} in the config"
@@ -403,7 +434,11 @@ def _job_fits(draft: _Draft, layout: Layout) -> list[str]:
 def _with_command(draft: _Draft) -> LaunchSpec:
     nemo = draft.spec.nemo_rl
     if nemo.recipe is None:
-        return draft.spec
+        if not draft.injected:
+            return draft.spec
+        data = draft.spec.model_dump()  # the user's own driver argv, with what _size passes
+        data["driver"]["command"] = [*(draft.spec.driver.command or ()), *draft.injected]
+        return _validated(data, {}, draft.backend_rules)
     command = [
         *nemo.launcher,
         nemo.drivers[nemo.recipe],

@@ -14,7 +14,7 @@ from nrl_launch.spec.layers import RAY_SUB_ENV
 from nrl_launch.spec.setting import DEFAULT, Resolved
 from nrl_launch.storage import node_local_root
 
-__all__ = ["training_warnings", "warnings"]
+__all__ = ["log_base_warning", "training_warnings", "warnings"]
 
 
 def warnings(
@@ -57,19 +57,29 @@ def warnings(
     if ray:
         found += _exposure_warnings(spec)
     found += _cache_warnings(spec)
+    log_base = log_base_warning(spec, sources, cwd=cwd, ray=ray)
+    return [*found, *([log_base] if log_base else [])]
+
+
+def log_base_warning(
+    spec: LaunchSpec, sources: Mapping[str, str], *, cwd: Path, ray: bool = True
+) -> str | None:
+    """A log base dir on node-local storage for a job of several nodes, or None. Asked of the
+    spec as resolved (`warnings`) and again once a NeMo RL config has sized it (its nodes may
+    come from cluster.num_nodes)."""
     base = spec.logs.base_dir
     nodes = spec.allocated_nodes if ray else spec.slurm.nodes  # no Ray, no head of its own
     where = cwd / base  # the job's dir is made from where it is submitted
     root = node_local_root(str(where))
-    if nodes > 1 and root is not None:
-        here = "" if Path(base).is_absolute() else f", {where} from this directory,"
-        found.append(
-            f"logs.base_dir {base}{_origin('logs.base_dir', sources)}{here} is local to each node "
-            f"({root}): each of the job's {nodes} nodes would write its logs and state where "
-            "neither the others nor status and logs can read them; choose a directory every "
-            "node shares"
-        )
-    return found
+    if nodes <= 1 or root is None:
+        return None
+    here = "" if Path(base).is_absolute() else f", {where} from this directory,"
+    return (
+        f"logs.base_dir {base}{_origin('logs.base_dir', sources)}{here} is local to each node "
+        f"({root}): each of the job's {nodes} nodes would write its logs and state where "
+        "neither the others nor status and logs can read them; choose a directory every "
+        "node shares"
+    )
 
 
 def _env_pool_warnings(spec: LaunchSpec, sources: Mapping[str, str]) -> list[str]:
