@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SHARED_LOGS, Cli, as_reader, readme_block, readme_shell_env
+from tests.conftest import REPO, SHARED_LOGS, Cli, as_reader, doc_block, readme_shell_env
 from tests.helpers import bash_values, submit_argv
 
 # The Quickstart's job from flags alone, its driver after `--`.
@@ -35,7 +35,7 @@ def checkout(tmp_path: Path) -> Path:
 def test_the_quickstart_flags_example_renders_in_a_nemo_rl_checkout(checkout: Path) -> None:
     """`--gpus-per-node 8` is the user's word about the nodes' GPUs: the job asks for 8, and
     the driver is given ++cluster.gpus_per_node=8, as NeMo RL's own launchers pass it."""
-    commands = readme_block(FLAGS_EXAMPLE)
+    commands = doc_block(FLAGS_EXAMPLE)
     assert "grpo_math_1B.yaml" in "\n".join(commands)  # the config that sets its own GPUs
     done = subprocess.run(
         as_reader(commands),

@@ -10,6 +10,7 @@ import typer
 
 from nrl_launch import output, paths
 from nrl_launch.cli.options import ALL_OPTIONS, SUBMIT_ONLY, JobFlags, job_command
+from nrl_launch.node import MARKER
 
 EXAMPLES = """\
 Examples:
@@ -26,6 +27,14 @@ def render(
             "-o", "--output", help="Write the script to FILE (mode 0755).", metavar="FILE"
         ),
     ] = None,
+    header: Annotated[
+        bool,
+        typer.Option(
+            "--header",
+            help="Print the script's own part alone (#SBATCH lines, the job's values, the "
+            "driver), without the node program every job of its kind runs.",
+        ),
+    ] = False,
     *,
     flags: JobFlags,  # the job options (job_command): here in --help, --json and CMD last
 ) -> None:
@@ -53,6 +62,10 @@ def render(
         output.emit_json("render", rendered | ({"job_spec": sent} if sent else {}))
     elif out is not None:
         output.emit_text(request.job_spec or request.command_line)
+    elif header:
+        # The node program follows its marker line, the same for every job of its kind.
+        own = request.script.split(MARKER, 1)[0].rstrip()
+        output.emit_text(f"{request.job_spec}\n\n{own}" if request.job_spec else own)
     else:
         output.emit_text(specs.shown(request))
 
