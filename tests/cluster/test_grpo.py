@@ -16,6 +16,7 @@ else:  # pragma: no cover - CI runs 3.11
 
 import pytest
 
+from tests.browser import drawn, rendered
 from tests.cluster.conftest import GRPO, job_status, mean, metrics, nodes_are_clean, runs
 from tests.conftest import REPO, Cli, wait_until
 from tests.helpers import git
@@ -91,6 +92,11 @@ def test_grpo_puts_work_on_every_gpu_and_learns(
         "step_20",
     ]
     assert "done: 20 steps" in log
+    # status reads the same run from the driver's log: its last step, reward and last save.
+    training = job_status(cli, job_id)["training"]
+    assert (training["algorithm"], training["step"], training["total"]) == ("tiny-rl grpo", 20, 20)
+    assert training["latest"]["reward"] == pytest.approx(rewards[-1], abs=1e-3)
+    assert training["last_save_step"] == 20 and training["seconds_per_step"] > 0
     wait_until(nodes_are_clean, 60)
 
 
@@ -156,6 +162,20 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "source": str(checkout),
         "line": f"code: {commit[:12]} (+ uncommitted changes), snapshot {snapshot}",
     }
+    # While the first runs: where its training is, against its limit of 5 min.
+    wait_until(lambda: (job_status(cli, first)["training"] or {}).get("seconds_per_step"), 600)
+    status = job_status(cli, first)
+    training = status["training"]
+    assert training["algorithm"] == "tiny-rl grpo" and training["total"] == 100000
+    assert training["step"] >= 1 and training["limit_s"] == 300
+    assert training["jobs_needed"] >= 1  # 100000 steps do not fit in 5 min
+    assert "reward" in training["latest"] and status["gpu_hours_used"] > 0
+    shown = cli("status", first).out
+    assert f"training: step {training['step']}/100000 (tiny-rl grpo)" in shown or (
+        "training: step " in shown  # a step later by now
+    ), shown
+    assert "does not finish in this job" in shown and "more job(s) of 5 min" in shown, shown
+    assert "GPU-hours: " in shown and " used of the " in shown, shown
     ended = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
     for job_id in (first, second):
         wait_until(lambda j=job_id: job_status(cli, j)["phase"] in ended, 900)
@@ -195,6 +215,21 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     assert not list(snapshot.rglob("exp_*")) and not (snapshot / "results").exists()
     # The user's env still points at its own checkout: the job synced nothing into it.
     assert not list((checkout / ".venv").glob("lib/python*/site-packages/*snapshot*"))
+
+    # The chain's page, as a browser draws it: its reward and loss over both links' steps,
+    # and its timeline (each link queued, brought up, stepping, saving, ended).
+    page = tmp_path / "chain.html"
+    reported = cli("report", first, second, "-o", str(page))
+    assert reported.code == 0, reported.err
+    assert reported.out.startswith(f"Wrote {page}: 2 curve(s) of loss, reward, ")
+    elements = rendered(page.read_text(), tmp_path)
+    for figure in ("metric-0", "metric-1"):
+        (line,) = drawn(elements.select("path", "js-line", inside=(figure, "scatterlayer")))
+        assert line.get("d").count("L") >= 2  # a line through both links' steps
+    markers = drawn(elements.select("path", "point", inside=("timeline", "scatterlayer")))
+    legend = {t.text for t in elements.select("text", "legendtext")}
+    assert {"queued", "bring-up", "step", "save", "ended"} <= legend, legend
+    assert len(markers) >= 2 * 5  # per link: queued, started, head up, joined, driver, ...
 
 
 def uv_machine_config() -> tuple[list[str], list[str]]:

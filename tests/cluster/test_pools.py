@@ -276,6 +276,8 @@ def test_a_required_pool_with_no_replica_left_fails_the_job_naming_it(
         {"name": "judge", "healthy": 2, "total": 2, "url": status["pools"][0]["url"],
          "exited": False}
     ]  # fmt: skip
+    # A driver that is no trainer (it asks a pool): no training is shown, none invented.
+    assert status["training"] is None
     # status shows the pool, as a user reads it.
     shown = cli("status", job_id).out
     assert f"pool judge: 2/2 replicas healthy, {status['pools'][0]['url']}" in shown

@@ -59,6 +59,15 @@ def test_a_2x2_sweep_runs_as_one_experiment_two_at_a_time(
 
     followed = cli("status", "--experiment", "tiny-sweep", "--watch")
     assert followed.code == 0, followed.out + followed.err
+    # Its last table compares the points: each one's overrides, its steps done and reward.
+    table = followed.out.rstrip("\n").split("Experiment tiny-sweep: ")[-1]
+    assert table.startswith("4 jobs: 4 COMPLETED\n"), followed.out[-3000:]
+    rows = [line.split("\t") for line in table.splitlines()[1:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (i, " ".join(p), "COMPLETED") for i, p in zip(ids, points, strict=True)
+    ]
+    for row, n in zip(rows, [n for n in steps for _ in dirs], strict=True):
+        assert row[3].endswith(f" {n}/{n}") and row[4].startswith("reward "), row
 
     shown = experiment(cli, "tiny-sweep")
     assert shown["summary"] == "4 jobs: 4 COMPLETED"

@@ -109,8 +109,8 @@ def duration(seconds: float) -> str:
     s = round(seconds)
     if s < 60:
         return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
+    if s < 3570:  # rounded to the minute: 173 s is 3 min
+        return f"{round(s / 60)} min"
     if s < 86400:
         return f"{s // 3600} h {s % 3600 // 60:02d} min"
     return f"{s // 86400} d {s % 86400 // 3600} h"
