@@ -228,7 +228,7 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         assert line.get("d").count("L") >= 2  # a line through both links' steps
     markers = drawn(elements.select("path", "point", inside=("timeline", "scatterlayer")))
     legend = {t.text for t in elements.select("text", "legendtext")}
-    assert {"queued", "bring-up", "step", "save", "ended"} <= legend, legend
+    assert {"queued", "bring-up", "step", "checkpoint saved", "ended"} <= legend, legend
     assert len(markers) >= 2 * 5  # per link: queued, started, head up, joined, driver, ...
 
 
