@@ -28,6 +28,7 @@ from tests.cluster.conftest import (
     runs,
 )
 from tests.conftest import Cli, wait_until
+from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
 CLI = [sys.executable, "-m", "nrl_launch"]
@@ -220,27 +221,50 @@ def asker_job(
     return submitted.out.strip()
 
 
-# A driver that asks the pool once, then hangs: what driver.stall_min ends.
+# A driver that says which code it is, asks the pool once, then hangs: what driver.stall_min
+# ends.
 STALLER = """\
 import sys, time, urllib.request
+print("MARKER", flush=True)
 print("argv:", " ".join(sys.argv[1:]), flush=True)
 print(urllib.request.urlopen(sys.argv[1] + "/models", timeout=30).read().decode(), flush=True)
 time.sleep(3600)
 """
 
 
-def test_a_stalled_try_is_retried_whole_its_pool_and_save_deadline_with_it(
-    cli: Cli, cluster_job: list[str], tmp_path: Path
+def test_a_stalled_try_is_retried_whole_its_pool_code_and_save_deadline_with_it(
+    cli: Cli, cluster_job: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--retries, driver.stall_min and the save deadline treat a job with pools as one: each try
     is a heterogeneous job of its own that starts its pool, its driver reaches the pool and is
-    told to save before its own end; the stalled try's pool goes with it."""
-    flags = [
-        *cluster_job, "--json", "--retries", "1", "--time", "10",
+    told to save before its own end; the stalled try's pool goes with it. The driver, in a git
+    checkout, is changed right after submit: both tries run the code as submitted (the
+    snapshot)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "server.py").write_text(SERVER)
+    driver = repo / "driver.py"
+    driver.write_text(STALLER.replace("MARKER", "driver as submitted"))
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "driver"]):
+        git(repo, *args)
+    monkeypatch.chdir(repo)
+    judge = {
+        "replicas": 1,
+        "command": ["python3", str(repo / "server.py")],
+        "balancer_port": 8100,
+        "startup_timeout_s": 120,
+    }
+    result = cli(
+        "submit", "--json", "-f", job_file(tmp_path / "pool.yaml", {"pools": {"judge": judge}}),
+        *cluster_job, "--retries", "1", "--time", "10", "--set", "slurm.exclude=node3",
         "--set", "driver.stall_min=0.25", "--set", "nemo_rl.save_by_job_end=true",
         "--set", "nemo_rl.checkpoint_margin_min=2",
-    ]  # fmt: skip
-    submitted = json.loads(asker_job(cli, flags, tmp_path, driver=STALLER, replicas=1))
+        "--", "python3", "driver.py", "__JUDGE_URL__",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    # Changed right after submit, before either try has started its driver.
+    driver.write_text(STALLER.replace("MARKER", "driver changed after submit"))
+    submitted = json.loads(result.out)
     SUBMITTED.extend(submitted["tries"])
     run_id = submitted["job_id"]
 
@@ -255,10 +279,11 @@ def test_a_stalled_try_is_retried_whole_its_pool_and_save_deadline_with_it(
     assert "stalled: no driver output" in before and "retried" in before, before
     for try_id in submitted["tries"]:
         log_dir = tmp_path / "logs" / f"{try_id}-logs"
-        driver = _text(log_dir / "ray-driver.log")
-        assert '"replica": "0"' in driver, driver  # the try's own pool answered
+        log = _text(log_dir / "ray-driver.log")
+        assert "driver as submitted" in log and "changed after submit" not in log, log
+        assert '"replica": "0"' in log, log  # the try's own pool answered
         # Told to save 2 min before the try's own end (10 min after it started).
-        left = driver.split("++checkpointing.checkpoint_must_save_by=")[1].split()[0]
+        left = log.split("++checkpointing.checkpoint_must_save_by=")[1].split()[0]
         days, hours, minutes, seconds = (int(part) for part in left.split(":"))
         assert 5 * 60 < ((days * 24 + hours) * 60 + minutes) * 60 + seconds <= 8 * 60, left
         assert not server_pids(log_dir), f"try {try_id}'s pool outlived it"

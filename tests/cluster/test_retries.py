@@ -1,6 +1,7 @@
 """submit --retries N on the dev cluster: real Slurm starts the next try when one fails for a
 cause another try can fix, without the node that failed, and the next try resumes from the
-newest checkpoint; a failure another try cannot fix is not retried."""
+newest checkpoint; a failure another try cannot fix is not retried. A stalled try retried with
+the code as submitted (and its pool) is test_pools.py's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import pytest
 
 from tests.cluster.conftest import TERMINAL, job_status, node_pids, nodes_are_clean
 from tests.conftest import Cli, wait_until
-from tests.helpers import git
 
 pytestmark = pytest.mark.cluster
 GRPO = "examples/configs/grpo_tiny.yaml"
@@ -161,44 +161,3 @@ def test_a_bare_scancel_of_the_running_try_cancels_the_spares(
     assert final["phase"] == "CANCELLED" and final["try_index"] == 1, final
     assert "not retried: the try was cancelled (Slurm: " in final["detail"]
     assert not (Path(final["log_dir"]).parent / f"{spare}-logs").exists()
-
-
-def test_a_stalled_try_is_retried_and_every_try_runs_the_submitted_code(
-    cli: Cli, cluster_job: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A driver in a git checkout prints a line and hangs; driver.stall_min ends try 1 as
-    stalled, a cause another try can fix, so Slurm starts try 2. The driver was changed in the
-    working tree right after submit: both tries run the code as submitted (the snapshot)."""
-    repo = tmp_path / "project"
-    repo.mkdir()
-    driver = repo / "driver.py"
-    hang = "import time\nprint({!r}, flush=True)\ntime.sleep(3600)\n"
-    driver.write_text(hang.format("driver as submitted"))
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "driver"]):
-        git(repo, *args)
-    monkeypatch.chdir(repo)
-    result = cli(
-        "submit", "--json", "--retries", "1", "--nodes", "1", *cluster_job,
-        "--set", "driver.stall_min=0.25", "--", "python3", "driver.py",
-    )  # fmt: skip
-    assert result.code == 0, result.err
-    # Changed right after submit, before either try has started its driver.
-    driver.write_text(hang.format("driver changed after submit"))
-    submitted = json.loads(result.out)
-    run_id, tries = submitted["job_id"], submitted["tries"]
-
-    def over() -> dict[str, Any]:
-        found = job_status(cli, run_id)
-        return found if found["phase"] in TERMINAL and found["try_index"] == 2 else {}
-
-    wait_until(over, 400)
-    final = job_status(cli, run_id)
-    assert (
-        final["phase"] == "FAILED" and "stalled: no driver output for 0.25 min" in final["detail"]
-    ), final
-    (before,) = final["earlier_tries"]
-    assert "stalled: no driver output" in before and "retried" in before, before
-    for try_id in tries:
-        log = (tmp_path / "logs" / f"{try_id}-logs" / "ray-driver.log").read_text()
-        assert "driver as submitted" in log and "changed after submit" not in log, log
-    wait_until(nodes_are_clean, 60)

@@ -100,16 +100,24 @@ note_joined() {
 
 # Counts the nodes (and their GPUs) that joined, on the head, until all have (or the join
 # timeout passes); keeps readiness.json current and logs ray.sub's "Number of actors online:
-# X/Y" line. A short sleep between looks lets a SIGTERM reach the step's trap at once.
+# X/Y" line. A short sleep between looks lets a SIGTERM reach the step's trap at once. Notes
+# `dashboard_up` in the timeline once the dashboard answers (looked at every half second):
+# `ray start --head` starts the head's own raylet only then, so the head's node joins after it.
 wait_for_nodes() {
   # A dedicated head joins with no GPUs: the GPU nodes are the others.
   local deadline=$((SECONDS + NRL_JOIN_TIMEOUT))
   local gpus_expected=$(((NRL_NODES - NRL_DEDICATED_HEAD) * NRL_GPUS_PER_NODE))
   local nodes gpus last="" file name node_gpus at k missing="" logs="" names=() head=""
   local -A seen=()
+  local looks=0 dashboard_ip=$NRL_HEAD_IP
+  [[ $NRL_DASHBOARD_HOST == 0.0.0.0 ]] || dashboard_ip=$NRL_DASHBOARD_HOST
   # status names a dedicated head (a job without one keeps the file as it was).
   ((!NRL_DEDICATED_HEAD)) || head=', "dedicated_head": 1'
   while true; do
+    if ((looks >= 0 && looks++ % 5 == 0)) && listening "$dashboard_ip" "$NRL_DASHBOARD_PORT"; then
+      phase dashboard_up
+      looks=-1
+    fi
     nodes=0 gpus=0
     for file in "$NRL_LOG_DIR"/joined/*; do
       if [[ ! -f $file ]] || ! read -r name node_gpus at <"$file"; then continue; fi
