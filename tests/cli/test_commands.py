@@ -85,9 +85,38 @@ def test_status_alone_with_no_jobs_and_watch_without_a_job(cli: Cli, slurm: Fake
     watch = cli("status", "--watch")
     assert watch.code == 2
     assert watch.err == (
-        "nrl-launch: error: --watch: name the jobs to follow: nrl-launch status JOBID --watch\n"
+        "nrl-launch: error: --watch: no job submitted from here is queued or running\n"
     )
     assert slurm.calls() == []
+
+
+def test_watch_with_no_job_follows_every_job_that_has_not_ended(
+    cli: Cli, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    save(tmp_path, "21", name="runs", at=2.0)
+    save(tmp_path, "22", name="ended", at=1.0)
+    # 21 runs for the first two looks, then Slurm lists it no more.
+    looks = tmp_path / "looks"
+    slurm.script(
+        "squeue",
+        f"n=0; [[ ! -f {looks} ]] || read -r n <{looks}; echo $((n + 1)) >{looks}\n"
+        'if ((n < 2)); then printf "21|RUNNING|None|2|node[0-1]\\n"; fi',
+    )
+    # sacct: each job asked for (-j IDS) as COMPLETED
+    slurm.script(
+        "sacct",
+        "while (($#)); do if [[ $1 == -j ]]; then ids=$2; fi; shift; done\n"
+        'for id in ${ids//,/ }; do printf "%s|COMPLETED|0:0|\\n" "$id"; done',
+    )
+    slurm.answer("scontrol", "", "slurm_load_jobs error: Invalid job id specified\n", 1)
+    watch = cli("status", "--watch")
+    assert watch.code == 0, watch.err
+    tables = watch.out.split("Jobs: ")[1:]
+    # Redrawn when 21 changed, from starting (Slurm runs it, its head is not up) to ended; the
+    # job that had ended is not followed.
+    assert [t.splitlines()[0] for t in tables] == ["1 job: 1 STARTING", "1 job: 1 COMPLETED"]
+    assert all(t.splitlines()[1].split("\t")[:3] == ["21", "runs", s] for t, s in
+               zip(tables, ["STARTING", "COMPLETED"], strict=True))  # fmt: skip
 
 
 # ---- job names wherever a job id goes ----

@@ -59,7 +59,11 @@ def status(
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print a versioned JSON object.")] = False,
     watch: Annotated[
-        bool, typer.Option("--watch", help="Print each change until every job ends.")
+        bool,
+        typer.Option(
+            "--watch",
+            help="Redraw a table of the jobs (no JOBID: every one not ended) until all end.",
+        ),
     ] = False,
     experiment: ExperimentFilter = None,
 ) -> int:
@@ -73,10 +77,13 @@ def status(
             return watch_table(members, experiment)
         return experiments.show("status", experiment, json=json)
     if not job_ids:
-        if watch:
-            raise UsageError("--watch: name the jobs to follow: nrl-launch status JOBID --watch")
         records = all_records()
         found = query.overview(records)
+        if watch:  # every job that has not ended yet
+            live = [r for r, s in zip(records, found, strict=True) if not s.over]
+            if not live:
+                raise UsageError("--watch: no job submitted from here is queued or running")
+            return watch_table(live)
         found_jobs.remember_runs(records, found)
     else:
         records = [found_jobs.record_of(job_id) for job_id in job_ids]
