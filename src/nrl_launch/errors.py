@@ -26,7 +26,7 @@ __all__ = [
 
 @enum.unique
 class ExitCode(enum.IntEnum):
-    """Exit codes of every nrl-launch command (documented in the README)."""
+    """Exit codes of every nrl-launch command (documented in docs/exit-codes.md)."""
 
     OK = 0
     INTERNAL = 1  # a bug in nrl-launch; rerun with --debug and report it
