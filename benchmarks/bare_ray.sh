@@ -3,7 +3,9 @@
 # Slurm allocation and run a driver on it. Every node runs `ray start` at once (workers retry
 # until the head's GCS port answers); the driver starts with the job and prints its first line
 # once Ray shows every node. No bounded waits, readiness, failure handling, auth or log dir.
-# Needs RAY_VENV (Ray's venv), DRIVER (the driver script) and BENCH_OUT (where its output goes).
+# Needs RAY_VENV (Ray's venv), DRIVER (the driver script) and BENCH_OUT (where its output goes);
+# BARE_HEAD_ARGS: more `ray start --head` flags (--include-dashboard=false: the limit of issue 37,
+# whose head starts its raylet at once, where a head with a dashboard waits for it first).
 set -euo pipefail
 
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -16,7 +18,7 @@ export RAY_ENABLE_UV_RUN_RUNTIME_ENV=0
 srun --nodes=1 --ntasks=1 -w "$head" bash -c "
   source '$RAY_VENV/bin/activate'
   exec ray start --head --block --disable-usage-stats --node-ip-address='$head_ip' \
-    --port=$port --num-gpus=$gpus" >"$BENCH_OUT/$SLURM_JOB_ID.head" 2>&1 &
+    --port=$port --num-gpus=$gpus ${BARE_HEAD_ARGS:-}" >"$BENCH_OUT/$SLURM_JOB_ID.head" 2>&1 &
 if ((${#nodes[@]} > 1)); then
   workers=$(IFS=,; echo "${nodes[*]:1}")
   srun --nodes=$((${#nodes[@]} - 1)) --ntasks-per-node=1 -w "$workers" bash -c "

@@ -9,7 +9,10 @@ figure is the time from one to the other:
 - bare: the least a launcher can do (benchmarks/bare_ray.sh): `ray start` on every node at
   once (the workers retry until the head's GCS port answers), and the driver started with the
   job, so that its Ray import and connect overlap the bring-up. No bounded waits, no readiness,
-  no failure handling, no token auth, no log dir: a limit, not a launcher.
+  no failure handling, no token auth, no log dir: a limit, not a launcher. By default its head
+  starts no dashboard (`--limit no-dashboard`, the limit of ../shared/bench's side-by-side
+  script and of issue 37): Ray starts a head's own raylet only once its dashboard answers, so
+  this is the lower limit; `--limit dashboard` keeps Ray's default, as the launchers have it.
 - nrl-launch: `nrl-launch render` of the same job (runtime none, Ray from --ray-venv), with
   the #SBATCH flags it renders passed to sbatch; the driver starts once every node has joined.
 - ray.sub: the given ray.sub, with COMMAND set to the driver. It runs in a container (--image),
@@ -55,8 +58,11 @@ WRAPPER = '#!/usr/bin/env bash\ndate +%s.%N >"$BENCH_OUT/$SLURM_JOB_ID.start"\ne
 
 
 class Compare:
-    def __init__(self, work: Path, ray_venv: Path, image: Path | None) -> None:
+    def __init__(
+        self, work: Path, ray_venv: Path, image: Path | None, limit: str = "no-dashboard"
+    ) -> None:
         self.work, self.ray_venv, self.image = work, ray_venv, image
+        self.head_args = "--include-dashboard=false" if limit == "no-dashboard" else ""
         self.out = work / "out"
         self.out.mkdir(parents=True, exist_ok=True)
         (work / "logs").mkdir()  # sbatch opens --output there (submit would have made it)
@@ -97,6 +103,7 @@ class Compare:
     def bare(self, nodes: int) -> float:
         flags = [f"--nodes={nodes}", "--exclusive", "--time=10", f"--output={self.out}/%j.out"]
         env = dict(self.env, RAY_VENV=str(self.ray_venv), DRIVER=str(self.work / "driver.py"))
+        env["BARE_HEAD_ARGS"] = self.head_args
         job_id = self.sbatch(flags, HERE / "bare_ray.sh", env)
         self.wait_gone(job_id)
         return self.span(job_id, self.out / f"{job_id}.driver")
@@ -175,9 +182,10 @@ def compare(
     runs: int,
     ray_sub: Path | None,
     image: Path | None,
+    limit: str = "no-dashboard",
 ) -> None:
     """RUNS of each launcher per node count, interleaved; prints the table and the ratios."""
-    bench = Compare(work, ray_venv, image)
+    bench = Compare(work, ray_venv, image, limit)
     launchers: dict[str, Callable[[int], float]] = {
         "bare limit": bench.bare,
         "nrl-launch": bench.nrl_launch,
@@ -195,7 +203,7 @@ def compare(
                 print(f"{nodes} nodes, run {run + 1}: {name} {seconds:.2f}s", file=sys.stderr)
     print(
         f"# Job start -> the driver's first line with every node, median of {runs} interleaved "
-        f"runs (min-max), seconds ({os.cpu_count()} cores)\n"
+        f"runs (min-max), seconds ({os.cpu_count()} cores; the bare limit's head: {limit})\n"
     )
     print("| launcher | " + " | ".join(f"{n} nodes" for n in node_counts) + " |")
     print("|---|" + "---|" * len(node_counts))
