@@ -5,6 +5,7 @@ training and generation engines on every GPU of the allocation, checkpoints and 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ else:  # pragma: no cover - CI runs 3.11
 
 import pytest
 
+from nrl_launch import paths
+from nrl_launch.jobs import record
+from nrl_launch.jobs.history import history
 from tests.browser import drawn, rendered
 from tests.cluster.conftest import GRPO, job_status, mean, metrics, nodes_are_clean, runs
 from tests.conftest import REPO, Cli, wait_until
@@ -225,7 +229,11 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     elements = rendered(page.read_text(), tmp_path)
     for figure in ("metric-0", "metric-1"):
         (line,) = drawn(elements.select("path", "js-line", inside=(figure, "scatterlayer")))
-        assert line.get("d").count("L") >= 2  # a line through both links' steps
+        assert "L" in line.get("d")  # a line, not a point (plotly merges points in a line)
+    # Its points: every step of both links, in order.
+    links = [record.load(job_id, paths.state_dir(os.environ)) for job_id in (first, second)]
+    curves, _ = history("chain", links)
+    assert [[step for step, _ in c.points] for c in curves] == [done, done]
     markers = drawn(elements.select("path", "point", inside=("timeline", "scatterlayer")))
     legend = {t.text for t in elements.select("text", "legendtext")}
     assert {"queued", "bring-up", "step", "checkpoint saved", "ended"} <= legend, legend
