@@ -5,6 +5,7 @@ by list/status --experiment; and cancel --experiment ending a sweep whose second
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -71,11 +72,15 @@ def test_a_2x2_sweep_runs_as_one_experiment_two_at_a_time(
 
     shown = experiment(cli, "tiny-sweep")
     assert shown["summary"] == "4 jobs: 4 COMPLETED"
+    # what the four used together: each job's nodes x GPUs from its start to its end
+    assert shown["gpu_hours_used"] == pytest.approx(sum(j["gpu_hours_used"] for j in shown["jobs"]))
+    assert shown["gpu_hours_used"] > 0
     assert [(j["job_id"], j["overrides"]) for j in shown["jobs"]] == list(
         zip(ids, points, strict=True)
     )
     text = cli("status", "--experiment", "tiny-sweep").out
-    assert text.startswith("Experiment tiny-sweep: 4 jobs: 4 COMPLETED\n")
+    assert text.startswith("Experiment tiny-sweep: 4 jobs: 4 COMPLETED\n  ")
+    assert re.search(r"\n  [0-9.]+ GPU-hours used by its jobs together\n", text), text
     assert all(" ".join(p) in text for p in points)
 
     # Each job's driver ran with its own values: its steps, into its own log dir.

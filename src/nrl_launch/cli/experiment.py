@@ -31,9 +31,7 @@ def show(command: str, name: str, *, json: bool) -> int:
     # status: each failed job's cause from its logs; list: a quick overview
     found = query.statuses(members, tail=0) if command == "status" else query.overview(members)
     line = sweep.summary([s.phase.value for s in found])
-    used = [s.gpu_hours_used or 0.0 for s in found]
-    if any(used):
-        line += f"; {cost.hours(sum(used))} GPU-hours used"
+    used = sum(s.gpu_hours_used or 0.0 for s in found)
     if json:
         jobs = [
             # as status --json gives each job (cli/status.py imports this module: not from there)
@@ -41,9 +39,12 @@ def show(command: str, name: str, *, json: bool) -> int:
             | {"phase": s.phase.value, "job_name": r.job_name, "overrides": r.overrides}
             for r, s in zip(members, found, strict=True)
         ]
-        output.emit_json(command, {"experiment": name, "summary": line, "jobs": jobs})
+        summed = {"gpu_hours_used": round(used, 3)}
+        output.emit_json(command, {"experiment": name, "summary": line, **summed, "jobs": jobs})
         return 0
     output.emit_text(f"Experiment {name}: {line}")
+    if used:
+        output.emit_text(f"  {cost.hours(used)} GPU-hours used by its jobs together")
     rows = [
         [r.job_id, r.job_name, s.phase.value, " ".join(r.overrides), s.detail]
         for r, s in zip(members, found, strict=True)

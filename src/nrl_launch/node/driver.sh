@@ -109,12 +109,13 @@ wait_for_nodes() {
   local gpus_expected=$(((NRL_NODES - NRL_DEDICATED_HEAD) * NRL_GPUS_PER_NODE))
   local nodes gpus last="" file name node_gpus at k missing="" logs="" names=() head=""
   local -A seen=()
-  local looks=0 dashboard_ip=$NRL_HEAD_IP
-  [[ $NRL_DASHBOARD_HOST == 0.0.0.0 ]] || dashboard_ip=$NRL_DASHBOARD_HOST
+  local looks=0 dashboard_ip=${NRL_HEAD_IP:-}
+  [[ ${NRL_DASHBOARD_HOST:-0.0.0.0} == 0.0.0.0 ]] || dashboard_ip=$NRL_DASHBOARD_HOST
   # status names a dedicated head (a job without one keeps the file as it was).
   ((!NRL_DEDICATED_HEAD)) || head=', "dedicated_head": 1'
   while true; do
-    if ((looks >= 0 && looks++ % 5 == 0)) && listening "$dashboard_ip" "$NRL_DASHBOARD_PORT"; then
+    if ((looks >= 0 && looks++ % 5 == 0)) && [[ -n ${NRL_DASHBOARD_PORT:-} ]] &&
+      listening "$dashboard_ip" "$NRL_DASHBOARD_PORT"; then
       phase dashboard_up
       looks=-1
     fi
