@@ -100,8 +100,9 @@ note_joined() {
 
 # Counts the nodes (and their GPUs) that joined, on the head, until all have (or the join
 # timeout passes); keeps readiness.json current and logs ray.sub's "Number of actors online:
-# X/Y" line. A short sleep between looks lets a SIGTERM reach the step's trap at once. Notes
-# `dashboard_up` in the timeline once the dashboard answers (looked at every half second):
+# X/Y" line. A short sleep between looks lets a SIGTERM reach the step's trap at once. With $1
+# (the dashboard's port), notes `dashboard_up` in the timeline once the dashboard answers on
+# the head's address (looked at every half second):
 # `ray start --head` starts the head's own raylet only then, so the head's node joins after it.
 wait_for_nodes() {
   # A dedicated head joins with no GPUs: the GPU nodes are the others.
@@ -109,13 +110,12 @@ wait_for_nodes() {
   local gpus_expected=$(((NRL_NODES - NRL_DEDICATED_HEAD) * NRL_GPUS_PER_NODE))
   local nodes gpus last="" file name node_gpus at k missing="" logs="" names=() head=""
   local -A seen=()
-  local looks=0 dashboard_ip=${NRL_HEAD_IP:-}
-  [[ ${NRL_DASHBOARD_HOST:-0.0.0.0} == 0.0.0.0 ]] || dashboard_ip=$NRL_DASHBOARD_HOST
+  local looks=0 dashboard_port=${1:-}
   # status names a dedicated head (a job without one keeps the file as it was).
   ((!NRL_DEDICATED_HEAD)) || head=', "dedicated_head": 1'
   while true; do
-    if ((looks >= 0 && looks++ % 5 == 0)) && [[ -n ${NRL_DASHBOARD_PORT:-} ]] &&
-      listening "$dashboard_ip" "$NRL_DASHBOARD_PORT"; then
+    if ((looks >= 0 && looks++ % 5 == 0)) && [[ -n $dashboard_port ]] &&
+      listening "${NRL_HEAD_IP:-}" "$dashboard_port"; then
       phase dashboard_up
       looks=-1
     fi
@@ -171,15 +171,17 @@ run_worker() {
   # The head fails the job (ENDED) if it cannot start; this bound only covers a head that
   # never got to run at all.
   local deadline=$((SECONDS + NRL_HEAD_START_TIMEOUT + NRL_JOIN_TIMEOUT)) attempt rc
-  # With the job's token, no other Ray can take this worker in (another cluster on the head's
-  # address rejects it), so `ray start` begins at once: its second of Python start overlaps
-  # the head's, and Ray keeps asking for the GCS until it answers. Without one, the worker
-  # waits for this job's head to say it is up. The GCS port is asked every 0.1 s (a refused
-  # connection costs nothing); the shared log dir only once it answers, and every second for
-  # ENDED.
+  # `ray start` begins once the head's GCS port answers, as the bare limit's workers do. Begun
+  # earlier, Ray's first look for a GCS that is not up yet fails after its connect timeout and
+  # a 1 s sleep (and its read of the session's name sleeps 2 s more): several seconds lost
+  # where the GCS comes up just after (issue 37). With the job's token, no other Ray can take
+  # this worker in (another cluster on the head's address rejects it), so the port is enough;
+  # without one, the worker also waits for this job's head to say it is up. The GCS port is
+  # asked every 0.1 s (a refused connection costs nothing); the shared log dir only once it
+  # answers, and every second for ENDED.
   local looks=0
-  until [[ $NRL_RAY_AUTH == token ]] ||
-    { listening "$NRL_HEAD_IP" "$NRL_GCS_PORT" && [[ -e $NRL_LOG_DIR/STARTED_RAY_HEAD ]]; }; do
+  until listening "$NRL_HEAD_IP" "$NRL_GCS_PORT" &&
+    { [[ $NRL_RAY_AUTH == token ]] || [[ -e $NRL_LOG_DIR/STARTED_RAY_HEAD ]]; }; do
     if ((looks++ % 10 == 0)); then
       [[ ! -e $NRL_LOG_DIR/ENDED ]] || exit 0
       no_head_by "$deadline"

@@ -270,7 +270,7 @@ run_head() {
   # cluster a file left in /tmp/ray by an earlier job on this node points at.
   export RAY_ADDRESS="$NRL_HEAD_IP:$NRL_GCS_PORT"
 
-  if ! wait_for_nodes; then
+  if ! wait_for_nodes "$NRL_DASHBOARD_PORT"; then
     stop_ray
     stop_requested && exit 0
     exit 1
