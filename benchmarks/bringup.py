@@ -24,7 +24,7 @@ unnamed container) against the same step without it.
     python benchmarks/bringup.py [--ray-venv .venv] [--nodes 2 4] [--runs 3]
         [--runtimes none container] [--image X.sqsh] [--attach-runs 5] [--enroot-runs 3]
     python benchmarks/bringup.py --compare [--nodes 2 4] [--runs 5] [--ray-sub PATH]
-        [--limit no-dashboard|dashboard]
+        [--limit no-dashboard|dashboard] [--nrl-flags '--set ray.dashboard=false']
 
 Needs root and the dev cluster (scripts/dev-cluster) with pyxis for the container runs; writes
 nothing outside a temp dir. Other users' jobs are watched with squeue and named at the end.
@@ -363,6 +363,11 @@ def main() -> int:
         help="with --compare: the bare limit's head without Ray's dashboard (its raylet starts "
         "at once) or with it (Ray's default)",
     )
+    parser.add_argument(
+        "--nrl-flags",
+        default="",
+        help="with --compare: more flags for nrl-launch's job, e.g. '--set ray.dashboard=false'",
+    )
     args = parser.parse_args()
     ray_venv = args.ray_venv.resolve()
     if args.compare:
@@ -370,7 +375,10 @@ def main() -> int:
 
         image = (args.image or default_image()) if args.ray_sub else None
         with tempfile.TemporaryDirectory(prefix="nrl-compare-") as tmp:
-            compare(Path(tmp), ray_venv, args.nodes, args.runs, args.ray_sub, image, args.limit)
+            compare(
+                Path(tmp), ray_venv, args.nodes, args.runs, args.ray_sub, image, args.limit,
+                tuple(shlex.split(args.nrl_flags)),
+            )  # fmt: skip
         return 0
     if "none" in args.runtimes and not (ray_venv / "bin" / "ray").exists():
         sys.exit(f"{ray_venv} has no bin/ray: pip install -e '.[local]' there")

@@ -59,9 +59,15 @@ WRAPPER = '#!/usr/bin/env bash\ndate +%s.%N >"$BENCH_OUT/$SLURM_JOB_ID.start"\ne
 
 class Compare:
     def __init__(
-        self, work: Path, ray_venv: Path, image: Path | None, limit: str = "no-dashboard"
+        self,
+        work: Path,
+        ray_venv: Path,
+        image: Path | None,
+        limit: str = "no-dashboard",
+        nrl_flags: tuple[str, ...] = (),
     ) -> None:
         self.work, self.ray_venv, self.image = work, ray_venv, image
+        self.nrl_flags = nrl_flags  # more flags for nrl-launch's render (--set ray.dashboard=false)
         self.head_args = "--include-dashboard=false" if limit == "no-dashboard" else ""
         self.out = work / "out"
         self.out.mkdir(parents=True, exist_ok=True)
@@ -121,6 +127,7 @@ class Compare:
                 *("render", "--json", "-o", str(script), "--nodes", str(nodes)),
                 *where,
                 *("--time", "10", "--log-dir", str(self.work / "logs")),
+                *self.nrl_flags,
                 *("--", "python", str(self.work / "driver.py"), str(nodes)),
             ],
             capture_output=True,
@@ -183,9 +190,10 @@ def compare(
     ray_sub: Path | None,
     image: Path | None,
     limit: str = "no-dashboard",
+    nrl_flags: tuple[str, ...] = (),
 ) -> None:
     """RUNS of each launcher per node count, interleaved; prints the table and the ratios."""
-    bench = Compare(work, ray_venv, image, limit)
+    bench = Compare(work, ray_venv, image, limit, nrl_flags)
     launchers: dict[str, Callable[[int], float]] = {
         "bare limit": bench.bare,
         "nrl-launch": bench.nrl_launch,
@@ -203,7 +211,8 @@ def compare(
                 print(f"{nodes} nodes, run {run + 1}: {name} {seconds:.2f}s", file=sys.stderr)
     print(
         f"# Job start -> the driver's first line with every node, median of {runs} interleaved "
-        f"runs (min-max), seconds ({os.cpu_count()} cores; the bare limit's head: {limit})\n"
+        f"runs (min-max), seconds ({os.cpu_count()} cores; the bare limit's head: {limit}; "
+        f"nrl-launch's flags: {' '.join(nrl_flags) or 'none'})\n"
     )
     print("| launcher | " + " | ".join(f"{n} nodes" for n in node_counts) + " |")
     print("|---|" + "---|" * len(node_counts))

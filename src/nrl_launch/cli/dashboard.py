@@ -53,6 +53,11 @@ def dashboard(
     query.require_network(rec, "dashboard")
     record.require_ray(rec, "dashboard")
     port = _port(rec)
+    if (rec.spec.get("ray") or {}).get("dashboard") is False:
+        raise UsageError(
+            f"job {rec.job_id} runs no Ray dashboard (ray.dashboard: false); a job with "
+            "ray.dashboard: true (the default) has one"
+        )
     query.require_running(rec, "open")
     head = query.head_node(rec)
     target = backends.get(rec.backend).dashboard_host(rec, head)

@@ -28,6 +28,9 @@ NRL_HEAD_PORTS=(
 # node's address, so `ray debug` from `nrl-launch attach` reaches it.
 NRL_RAY_ARGS=()
 if ((NRL_RAY_DEBUGGER_EXTERNAL)); then NRL_RAY_ARGS=(--ray-debugger-external); fi
+# ray.dashboard false: the head starts no dashboard (its own raylet then starts at once).
+NRL_HEAD_ARGS=()
+if ((!NRL_RAY_DASHBOARD)); then NRL_HEAD_ARGS=(--include-dashboard=false); fi
 NRL_RAY_PID=""
 NRL_DRIVER_PID=""
 
@@ -247,6 +250,7 @@ run_head() {
     --node-ip-address="$NRL_HEAD_IP" --port="$NRL_GCS_PORT" \
     --ray-client-server-port="$NRL_RAY_CLIENT_SERVER_PORT" \
     --dashboard-host="$NRL_DASHBOARD_HOST" --dashboard-port="$NRL_DASHBOARD_PORT" \
+    "${NRL_HEAD_ARGS[@]}" \
     "${NRL_RAY_PORTS[@]}" \
     --num-gpus="$NRL_NODE_GPUS" --num-cpus="$NRL_NODE_CPUS" --resources="$NRL_RESOURCES"
   # Written only once the GCS accepts connections: workers wait for this file.
@@ -270,7 +274,9 @@ run_head() {
   # cluster a file left in /tmp/ray by an earlier job on this node points at.
   export RAY_ADDRESS="$NRL_HEAD_IP:$NRL_GCS_PORT"
 
-  if ! wait_for_nodes "$NRL_DASHBOARD_PORT"; then
+  local dashboard=""
+  if ((NRL_RAY_DASHBOARD)); then dashboard=$NRL_DASHBOARD_PORT; fi
+  if ! wait_for_nodes "$dashboard"; then
     stop_ray
     stop_requested && exit 0
     exit 1

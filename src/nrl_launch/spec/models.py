@@ -247,6 +247,11 @@ class RaySpec(SpecBase):
     # ray.sub's DEDICATED_RAY_HEAD=1: one more node than slurm.nodes (the GPU nodes) runs the Ray
     # head and the driver, offering Ray no GPUs (they stay idle), so no GPU actor lands there.
     dedicated_head: bool = False
+    # Ray's dashboard on the head (`nrl-launch dashboard`, Ray's job API). false: none. Ray
+    # starts the head's own raylet (node 0's GPUs) only once its dashboard answers, and the
+    # dashboard's processes take CPU while the nodes start: without it, the bring-up is as
+    # fast as a bare `ray start --include-dashboard=false` (benchmarks/RESULTS.md, issue 37).
+    dashboard: bool = True
 
 
 class LeptonMount(SpecBase):
