@@ -228,6 +228,20 @@ def test_dashboard_prints_the_tunnel_to_the_head(cli: Cli, slurm: FakeSlurm) -> 
     assert "scontrol show hostnames gpu[007-008]" in slurm.calls()
 
 
+def test_a_job_without_a_dashboard_starts_its_head_without_one_and_says_so(
+    cli: Cli, slurm: FakeSlurm
+) -> None:
+    slurm.answer("sbatch", stdout="11\n")
+    rendered = cli("render", "--set", "ray.dashboard=false", *JOB)
+    assert "\nNRL_RAY_DASHBOARD=0\n" in rendered.out
+    assert "NRL_HEAD_ARGS=(--include-dashboard=false)" in rendered.out
+    cli("submit", "-q", "--set", "ray.dashboard=false", *JOB)
+    slurm.answer("squeue", stdout="11|RUNNING|None|2|gpu[007-008]\n")
+    result = cli("dashboard", "11")
+    assert result.code == 2
+    assert result.err.startswith("nrl-launch: error: job 11 runs no Ray dashboard (ray.dashboard")
+
+
 @pytest.mark.parametrize("name", ["my_run", "grpo-8b.v2", "Run1"])
 def test_a_job_name_no_job_has_is_not_found(cli: Cli, slurm: FakeSlurm, name: str) -> None:
     """A name like a job's (underscores, dots, capitals) is looked up, and not found: exit 4."""
