@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -261,23 +262,29 @@ def test_a_worker_whose_raylet_dies_before_it_joins_retries_at_once(tmp_path: Pa
         (bin_dir / tool).chmod(0o755)
     log = tmp_path / "ray-worker-1.log"
     log.touch()
+    # The head's GCS port answers (workers start Ray once it does): a socket of this test's.
+    gcs = socket.socket()
+    gcs.bind(("127.0.0.1", 0))
+    gcs.listen()
     probe = (
         "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8 NRL_NODE_CPUS=4\n"
-        "NRL_RESOURCES={} NRL_HEAD_IP=127.0.0.1 NRL_RAY_AUTH=token\n"
+        f"NRL_RESOURCES={{}} NRL_HEAD_IP=127.0.0.1 NRL_GCS_PORT={gcs.getsockname()[1]}\n"
+        "NRL_RAY_AUTH=token\n"
         "NRL_HEAD_START_TIMEOUT=60 NRL_JOIN_TIMEOUT=60\n"
         # The job ends once this node has joined: the worker then stops Ray and exits 0.
         "(until [[ -e $NRL_LOG_DIR/joined/1 ]]; do sleep 0.1; done\n"
         ' echo done >"$NRL_LOG_DIR/ENDED") &\n'
         'run_worker >>"$NRL_NODE_LOG" 2>&1\n'
     )
-    done = _node_functions(
-        probe,
-        tmp_path,
-        str(log),
-        PATH=f"{bin_dir}:{os.environ['PATH']}",
-        BIN=str(bin_dir),
-        STATE=str(state),
-    )
+    with gcs:
+        done = _node_functions(
+            probe,
+            tmp_path,
+            str(log),
+            PATH=f"{bin_dir}:{os.environ['PATH']}",
+            BIN=str(bin_dir),
+            STATE=str(state),
+        )
     assert done.returncode == 0, log.read_text() + done.stderr
     text = log.read_text()
     assert "the raylet exited before this node joined" in text, text
