@@ -204,6 +204,13 @@ def nodes_are_clean() -> bool:
     return not any(node_processes().values())
 
 
+def watched_phase(line: str, job_id: str) -> str | None:
+    """The state `status --watch` shows for the job in one line of its output (piped: each
+    redraw is a title line, then a tab-separated row per job); None for any other line."""
+    columns = line.rstrip("\n").split("\t")
+    return columns[2] if len(columns) > 2 and columns[0] == job_id else None
+
+
 # The phases a job ends in.
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean, watched_phase
 from tests.conftest import EXAMPLES, Cli, ray_processes, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -166,7 +166,7 @@ def test_status_and_logs_follow_every_phase(
         return status["phase"] == phase and detail in status["detail"]
 
     def watch_saw(phase: str) -> bool:
-        return any(line.split()[1:2] == [phase] for line in watched)
+        return any(watched_phase(line, job_id) == phase for line in watched)
 
     # Each gate opens once the watcher has printed the phase it holds: a poll of --watch that
     # backed off while nothing changed cannot miss a short phase then.
@@ -203,7 +203,7 @@ def test_status_and_logs_follow_every_phase(
         assert follower.stdout is not None and watcher.stdout is not None
         follower.stdout.close()
         watcher.stdout.close()
-    phases = [line.split()[1] for line in watched]
+    phases = [p for line in watched if (p := watched_phase(line, job_id))]
     seen = [p for i, p in enumerate(phases) if (i == 0 or phases[i - 1] != p) and p != "PENDING"]
     assert seen == ["STARTING", "JOINING", "RUNNING", "COMPLETED"], "".join(watched)
     assert follower.returncode == 0 and "driver says hello" in followed

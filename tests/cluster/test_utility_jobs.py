@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean, watched_phase
 from tests.conftest import Cli, unavailable, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -107,7 +107,7 @@ def test_status_follows_a_plain_job_to_cancelled(
         """Read --watch's lines until it has printed `phase`: each change waits for it, since
         it polls at its own pace (one to five seconds)."""
         assert watcher.stdout is not None
-        while not watched or watched[-1].split()[1] != phase:
+        while not watched or watched_phase(watched[-1], job_id) != phase:
             line = watcher.stdout.readline()
             assert line, f"status --watch ended before {phase}: {watched}"
             watched.append(line)
@@ -122,7 +122,7 @@ def test_status_follows_a_plain_job_to_cancelled(
     rest, _ = watcher.communicate(timeout=60)
     watched.extend(rest.splitlines())
     assert watcher.returncode == 1  # --watch's code for a cancelled job
-    phases = [line.split()[1] for line in watched]
+    phases = [p for line in watched if (p := watched_phase(line, job_id))]
     seen = [p for i, p in enumerate(phases) if (i == 0 or phases[i - 1] != p) and p != "PENDING"]
     assert seen == ["STARTING", "RUNNING", "CANCELLED"], watched
     wait_until(nodes_are_clean, 60)  # the sleep is gone from both nodes
