@@ -8,7 +8,9 @@ import shutil
 from pathlib import Path
 
 from nrl_launch.jobs.record import JobRecord
-from nrl_launch.jobs.training import duration, read_training
+from nrl_launch.jobs.report import duration
+from nrl_launch.jobs.status import read_timeline
+from nrl_launch.jobs.training import read_training
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nemo_rl_logs"
 
@@ -77,3 +79,13 @@ def test_durations_read_as_a_person_says_them() -> None:
     assert [duration(s) for s in (42, 600, 3 * 3600 + 300, 2 * 86400 + 4 * 3600)] == [
         "42 s", "10 min", "3 h 05 min", "2 d 4 h",
     ]  # fmt: skip
+
+
+def test_a_log_dir_another_user_could_write_shows_no_training(tmp_path: Path) -> None:
+    """What such a dir says (a planted log, a timeline) is not read: status shows nothing of it,
+    and no GPU-hours come from its timeline."""
+    rec = _job(tmp_path, "grpo.log", started=1000.0, limit="10")
+    log_dir = Path(rec.log_dir)
+    log_dir.chmod(0o777)
+    assert read_training(rec, log_dir, now=1500.0) is None
+    assert read_timeline(log_dir) == []

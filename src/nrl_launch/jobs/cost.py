@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nrl_launch.jobs.status import read_timeline
 from nrl_launch.spec.fields import slurm_time_minutes
 
 if TYPE_CHECKING:
@@ -105,18 +106,10 @@ def recorded_gpus(rec: JobRecord) -> int:
 def run_seconds(log_dir: Path, now: float, *, over: bool = False) -> float:
     """How long one run of a job has held its nodes: its timeline's `started` to its `ended`,
     or to `now` while it runs; a run that is `over` without an `ended` (its nodes were killed
-    under it) to the last thing it recorded. 0 before it started or without a timeline."""
+    under it) to the last thing it recorded. 0 before it started, or without a timeline of
+    this user's own."""
     started = ended = last = None
-    try:
-        lines = (log_dir / "timeline").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 0.0
-    for line in lines:
-        name, _, value = line.partition(" ")
-        try:
-            at = float(value)
-        except ValueError:
-            continue
+    for name, at in read_timeline(log_dir):
         last = at
         if name == "started" and started is None:
             started = at

@@ -12,10 +12,11 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
+from nrl_launch import trust
 from nrl_launch.jobs.progress import Progress, read_log_progress
 from nrl_launch.jobs.record import JobRecord
 from nrl_launch.jobs.report import Curve, Event
-from nrl_launch.jobs.status import printable, run_log_dirs
+from nrl_launch.jobs.status import printable, read_timeline, run_log_dirs
 
 __all__ = ["history"]
 
@@ -33,16 +34,8 @@ _STEP_MARKERS = 10
 def _timeline(log_dir: Path) -> dict[str, float]:
     """A run's timeline (name -> epoch seconds; the first of each name)."""
     found: dict[str, float] = {}
-    try:
-        lines = (log_dir / "timeline").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        name, _, value = line.partition(" ")
-        try:
-            found.setdefault(name, float(value))
-        except ValueError:
-            continue
+    for name, at in read_timeline(log_dir):
+        found.setdefault(name, at)
     return found
 
 
@@ -62,6 +55,8 @@ def _run_dirs(rec: JobRecord) -> list[tuple[str, Path]]:
     found = []
     for k, job_id in enumerate(tries, start=1):
         for n, log_dir in enumerate(run_log_dirs(base / f"{job_id}-logs")):
+            if trust.not_mine(log_dir):  # another user's: nothing in it is read
+                continue
             how = "queued" if k == 1 and n == 0 else f"try {k}" if n == 0 else "requeued"
             found.append((how, log_dir))
     return found

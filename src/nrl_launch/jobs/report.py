@@ -270,7 +270,7 @@ def _timeline_figure(go: Any, events: Sequence[Event], colours: dict[str, str]) 
                 name=phase,
                 marker={"color": PHASE_COLOURS[phase]},
                 hovertext=[
-                    f"{_text(run)}<br>{phase} {_duration(ended - began)}"
+                    f"{_text(run)}<br>{phase} {duration(ended - began)}"
                     for run, began, ended in segments
                 ],
                 hoverinfo="text",
@@ -311,7 +311,13 @@ def _timeline_figure(go: Any, events: Sequence[Event], colours: dict[str, str]) 
     return figure
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: 42 s, 3 min, 3 h 05 min, 2 d 4 h."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3570:  # rounded to the minute: 173 s is 3 min
+        return f"{round(s / 60)} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"

@@ -32,6 +32,7 @@ __all__ = [
     "phase_of",
     "printable",
     "read_log_dir",
+    "read_timeline",
     "run_log_dirs",
 ]
 
@@ -238,6 +239,26 @@ def read_log_dir(log_dir: Path) -> LogView:
         exit_code=exit_code,
         sandboxes_ready=sandboxes_ready,
     )
+
+
+def read_timeline(log_dir: Path) -> list[tuple[str, float]]:
+    """A run's timeline (`phase` in node/common.sh: a name and epoch seconds a line), in order;
+    empty without one, or where the dir is not this user's own (another user could have made
+    it, to show what they like). A line that is not a name and a number is skipped."""
+    if trust.not_mine(log_dir):
+        return []
+    try:
+        lines = (log_dir / "timeline").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        name, _, value = line.partition(" ")
+        try:
+            found.append((name, float(value)))
+        except ValueError:
+            continue
+    return found
 
 
 def read_pools(log_dir: Path) -> tuple[PoolView, ...]:

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nrl_launch import trust
 from nrl_launch.jobs.progress import Progress, read_log_progress
-from nrl_launch.jobs.report import sparkline
+from nrl_launch.jobs.report import duration, sparkline
+from nrl_launch.jobs.status import read_timeline
 from nrl_launch.spec.fields import slurm_time_minutes
 
 if TYPE_CHECKING:
     from nrl_launch.jobs.record import JobRecord
 
-__all__ = ["Training", "duration", "read_training"]
+__all__ = ["Training", "read_training"]
 
 
 @dataclass(frozen=True)
@@ -104,43 +106,16 @@ class Training:
         }
 
 
-def duration(seconds: float) -> str:
-    """A duration as a person reads it: 42 s, 12 min, 3 h 05 min, 2 d 4 h."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3570:  # rounded to the minute: 173 s is 3 min
-        return f"{round(s / 60)} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
-
-
-def _started(log_dir: Path) -> float | None:
-    try:
-        lines = (log_dir / "timeline").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        name, _, value = line.partition(" ")
-        if name == "started":
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
-
-
 def read_training(rec: JobRecord, log_dir: Path, now: float | None = None) -> Training | None:
     """The training of the job whose current run writes `log_dir`; None when its driver's log
     is not a known trainer's (or there is none yet)."""
-    if rec.kind != "ray":
+    if rec.kind != "ray" or trust.not_mine(log_dir):  # another user's dir shows nothing
         return None
     progress = read_log_progress(log_dir / "ray-driver.log")
     if progress is None:
         return None
     limit = (rec.spec.get("slurm") or {}).get("time")
     limit_s = slurm_time_minutes(limit) * 60 if isinstance(limit, str) else None
-    started = _started(log_dir)
+    started = next((at for name, at in read_timeline(log_dir) if name == "started"), None)
     ends_at = started + limit_s if started is not None and limit_s is not None else None
     return Training(progress, limit_s, ends_at, time.time() if now is None else now)
