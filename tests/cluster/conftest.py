@@ -7,10 +7,13 @@ The jobs take Ray from the `ray_venv` fixture (tests/conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -200,8 +203,33 @@ def node_processes() -> dict[str, list[str]]:
     return found
 
 
-def nodes_are_clean() -> bool:
-    return not any(node_processes().values())
+def _orphans() -> list[str]:
+    """What runs on the nodes besides the nodes themselves, one "COMM (pid P on NODE): CMDLINE"
+    each."""
+    found = []
+    for name, pid, comm in _node_table():
+        if comm in ("sh", "slurmd"):
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            cmdline = "?"
+        found.append(f"{comm} (pid {pid} on {name}): {cmdline.strip()[:200]}")
+    return found
+
+
+def wait_for_clean_nodes(timeout: float = 60) -> None:
+    """Wait until the nodes run nothing but themselves, as after a job's end they must (a hang
+    bound, not a target). Past `timeout` s, fail naming what is left, killed first: one test's
+    orphans fail that test, not every test after it."""
+    deadline = time.monotonic() + timeout
+    while left := _orphans():
+        if time.monotonic() >= deadline:
+            for pid in {pid for name, pid, comm in _node_table() if comm not in ("sh", "slurmd")}:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"left on the nodes {timeout:.0f} s after the job (now killed): {left}")
+        time.sleep(0.5)
 
 
 def watched_phase(line: str, job_id: str) -> str | None:

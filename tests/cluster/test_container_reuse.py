@@ -23,7 +23,7 @@ from tests.cluster.conftest import (
     _node_pid1s,
     enroot_state,
     job_status,
-    nodes_are_clean,
+    wait_for_clean_nodes,
 )
 from tests.conftest import Cli, wait_until
 
@@ -76,7 +76,7 @@ def run_job(cli: Cli, job: list[str], image: Path, *command: str) -> tuple[str, 
     out = (log_dir.parent / f"slurm-{job_id}.out").read_text()
     assert result.code == 0, result.err + out
     phases = json.loads((log_dir / "timings.json").read_text())["phases"]
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     return job_id, out, phases
 
 
@@ -174,7 +174,7 @@ def test_attach_enters_the_reused_container_which_is_read_only(
         assert not kept("node1")  # taken by the job
     finally:
         cli("stop", job_id, "--wait")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     out = (Path(job_status(cli, job_id)["log_dir"]).parent / f"slurm-{job_id}.out").read_text()
     assert "node1: reusing the container kept in" in out, out
     assert len(kept("node1")) == 1, out

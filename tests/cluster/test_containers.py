@@ -25,7 +25,7 @@ from tests.cluster.conftest import (
     job_status,
     no_container_of,
     node_pids,
-    nodes_are_clean,
+    wait_for_clean_nodes,
 )
 from tests.cluster.test_failures import SLEEPER, ended_after, running
 from tests.conftest import REPO, Cli, wait_until, without_warnings
@@ -46,7 +46,7 @@ def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def left_clean(job_id: str) -> None:
     """Nothing of the job on any node: no process, no named container, no runtime dir."""
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     wait_until(lambda: no_container_of(job_id), 60)
 
 
@@ -273,7 +273,7 @@ def test_run_runs_a_plain_command_in_the_container_on_every_node(
     for node in ("node0", "node1"):
         line = next(x for x in log.splitlines() if f"{node} " in x)
         assert label in line and line.endswith("/opt/venv/bin/ray"), line
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     # Unnamed containers (pyxis_JOBID.STEP): pyxis removes them itself.
     for node in ("node0", "node1"):
         assert not [c for c in enroot_state(node)["containers"] if c.startswith(f"pyxis_{job_id}.")]
@@ -287,7 +287,7 @@ def test_containers_a_cancelled_job_left_go_with_the_next_job(
     cancelled = interactive
     assert cli("cancel", cancelled).code == 0
     wait_until(lambda: job_status(cli, cancelled)["phase"] == "CANCELLED")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     assert not no_container_of(cancelled)  # left on the nodes, as pyxis keeps named ones
     result = cli("submit", "--wait", "-q", *ON_NODE0_AND_1, *container_job, "--", "true")
     assert result.code == 0, result.err

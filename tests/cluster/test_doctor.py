@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import nrl_launch
-from tests.cluster.conftest import ON_NODE0_AND_1, enroot_state, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, enroot_state, node_pids, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until, without_warnings
 
 pytestmark = pytest.mark.cluster
@@ -103,7 +103,7 @@ def test_a_job_that_fits_passes_on_its_nodes(
     ]
     assert not logs.exists()  # doctor created nothing
     assert leftovers(tmp_path, hf) == []
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     print(f"doctor --on-nodes, 2 nodes: {took:.1f} s", file=sys.__stderr__)
 
 
@@ -210,7 +210,7 @@ def test_on_nodes_finds_dirs_the_nodes_do_not_share(
         "nrl-launch: error: doctor: 4 checks failed: caches.hf_home on "
     )
     assert leftovers(login_only, Path("/tmp/ray")) == []
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_on_nodes_with_a_log_dir_the_nodes_cannot_see(
@@ -234,7 +234,7 @@ def test_on_nodes_with_a_log_dir_the_nodes_cannot_see(
         ["sinfo", "-h", "-N", "-t", "drain,down", "-o", "%N"], capture_output=True, text=True
     )
     assert drained.stdout.strip() == ""  # the failed probe took no node out of service
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def probe_job(out: str) -> str:
@@ -372,6 +372,11 @@ def test_ctrl_c_cancels_the_probe_job(cluster_job: list[str], tmp_path: Path) ->
     try:
         seen = read_until(proc, ": RUNNING")
         job_id = seen.split("probe job ")[1].split()[0]
+        # Ctrl-C once the setup hangs on both nodes, not while its step is still starting:
+        # the dev cluster's Slurm tracks a step's processes by their parents
+        # (proctrack/linuxproc), and a `sleep` forked just as the cancel's SIGTERM reaches its
+        # bash is orphaned out of its reach (with proctrack/cgroup, as sites run, it is not).
+        wait_until(lambda: all(node_pids(node, "sleep") for node in ("node0", "node1")), 60)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -389,4 +394,4 @@ def test_ctrl_c_cancels_the_probe_job(cluster_job: list[str], tmp_path: Path) ->
 
     wait_until(lambda: state() in ("CANCELLED", ""), 60)
     assert leftovers(tmp_path) == []
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, node_pids, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, node_pids, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -95,7 +95,7 @@ def test_head_port_taken_fails_at_once(cli: Cli, cluster_job: list[str]) -> None
     assert status["phase"] == "FAILED"
     assert "port 1200 (ray.ports.gcs=1200) is already in use on node0" in status["detail"]
     assert status["cause"].startswith("a port is already in use")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 # A node's setup breaks it as the job starts: (case, node 0's setup, the others', what status
@@ -139,7 +139,7 @@ def test_a_node_broken_at_start_fails_the_job_naming_it(
     assert detail in status["detail"]
     if cause:
         assert status["cause"].startswith(cause)
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_worker_that_never_joins_fails_at_the_join_timeout(
@@ -156,7 +156,7 @@ def test_worker_that_never_joins_fails_at_the_join_timeout(
     assert "node1 (node 1)" in missing.split(" missing")[0], status["detail"]
     assert "ray-worker-1.log" in missing
     # The worker stuck in its setup is stopped too (through srun), not left to its sleep.
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 @pytest.mark.slurm_smoke
@@ -185,7 +185,7 @@ def test_worker_lost_after_bring_up_fails_the_job(
         assert "Ray on node node1 exited" in status["detail"]
     else:
         assert "a worker step ended (exit 137) while the head was running" in status["detail"]
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def cmdline(pid: int) -> bytes:
@@ -205,4 +205,4 @@ def test_driver_crash_fails_the_job_and_stops_every_node(cli: Cli, cluster_job: 
     assert (status["phase"], status["exit_code"]) == ("FAILED", 1)
     assert "driver exited with code 1" in status["detail"]
     assert "RuntimeError: the driver crashed" in cli("logs", job_id, "--tail", "1").out
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

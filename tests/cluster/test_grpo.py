@@ -21,7 +21,7 @@ from nrl_launch import paths
 from nrl_launch.jobs import record
 from nrl_launch.jobs.history import history
 from tests.browser import drawn, rendered
-from tests.cluster.conftest import GRPO, job_status, mean, metrics, nodes_are_clean, runs
+from tests.cluster.conftest import GRPO, job_status, mean, metrics, runs, wait_for_clean_nodes
 from tests.conftest import REPO, Cli, wait_until
 from tests.helpers import git
 
@@ -101,7 +101,7 @@ def test_grpo_puts_work_on_every_gpu_and_learns(
     assert (training["algorithm"], training["step"], training["total"]) == ("tiny-rl grpo", 20, 20)
     assert training["latest"]["reward"] == pytest.approx(rewards[-1], abs=1e-3)
     assert training["last_save_step"] == 20 and training["seconds_per_step"] > 0
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -> None:

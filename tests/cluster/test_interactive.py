@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes
 from tests.cluster.terminal import Terminal
 from tests.conftest import Cli, wait_until
 
@@ -111,7 +111,7 @@ def test_stop_ends_an_interactive_job_completed(cli: Cli, interactive: str) -> N
     status = job_status(cli, interactive)
     assert status["phase"] == "COMPLETED"
     assert status["detail"].startswith("stop requested by ")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     again = cli("attach", interactive, "--", "hostname")
     assert again.code == 5 and "has ended (COMPLETED" in again.err
 
@@ -139,14 +139,14 @@ def test_stop_of_a_batch_job_stops_its_driver_and_completes(
     assert "stopping the driver: stop requested by" in head_log
     assert "the driver stopped with code 15" in head_log
     assert "driver got SIGTERM" in driver_log.read_text()
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_cancel_stops_ray_on_every_node_and_keeps_the_logs(cli: Cli, interactive: str) -> None:
     log_dir = Path(job_status(cli, interactive)["log_dir"])
     assert cli("cancel", interactive).code == 0
     wait_until(lambda: job_status(cli, interactive)["phase"] == "CANCELLED", timeout=60)
-    wait_until(nodes_are_clean, 60)  # no orphan on any node's process table
+    wait_for_clean_nodes(60)  # no orphan on any node's process table
     assert "cancelled" in (log_dir / "ENDED").read_text()
     for name in ("ray-head.log", "ray-worker-1.log"):
         assert "stopping Ray" in (log_dir / name).read_text(), name

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import _node_pid1s, node_pids, node_processes, nodes_are_clean
+from tests.cluster.conftest import _node_pid1s, node_pids, node_processes, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 GPUS = 2  # what each worker declares to Ray (LEPTON_RESOURCE_ACCELERATOR_NUM)
@@ -127,7 +127,7 @@ def render_job(
 def start_workers(job: Job, tmp_path: Path, **lepton: str) -> list[subprocess.Popen[bytes]]:
     """Every worker of `job`, started as Lepton starts them: node K runs worker K (once an
     earlier test's Ray has left the nodes: these workers take the nodes without Slurm)."""
-    wait_until(nodes_are_clean, 90)
+    wait_for_clean_nodes(90)
     pid1s = _node_pid1s()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "NRL_", "RAY_"))}
     workers = []

@@ -24,8 +24,8 @@ from tests.cluster.conftest import (
     mean,
     metrics,
     no_container_of,
-    nodes_are_clean,
     runs,
+    wait_for_clean_nodes,
 )
 from tests.conftest import Cli, wait_until
 from tests.helpers import git
@@ -185,7 +185,7 @@ def test_grpo_learns_from_a_two_replica_judge_and_goes_on_without_one(
     balancer = (log_dir / "pool-judge-balancer.log").read_text()
     assert "unhealthy" in balancer
     assert "replica 0 exited" in _text(log_dir.parent / f"slurm-{job_id}.out")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def _text(path: Path) -> str:
@@ -287,7 +287,7 @@ def test_a_stalled_try_is_retried_whole_its_pool_code_and_save_deadline_with_it(
         days, hours, minutes, seconds = (int(part) for part in left.split(":"))
         assert 5 * 60 < ((days * 24 + hours) * 60 + minutes) * 60 + seconds <= 8 * 60, left
         assert not server_pids(log_dir), f"try {try_id}'s pool outlived it"
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_required_pool_with_no_replica_left_fails_the_job_naming_it(
@@ -318,7 +318,7 @@ def test_a_required_pool_with_no_replica_left_fails_the_job_naming_it(
         log_dir / "ray-head.log"
     )
     print(f"the job failed {ended_in:.1f} s after its pool's last replica was killed")
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_logs_and_attach_reach_each_replica_and_the_job_resubmits_by_hand(
@@ -355,7 +355,7 @@ def test_logs_and_attach_reach_each_replica_and_the_job_resubmits_by_hand(
     wait_until(lambda: '"replica"' in _text(second / "ray-driver.log"), timeout=300)
     assert (second / "pool-judge-0.log").exists() and (second / "pool-judge-1.log").exists()
     subprocess.run(["scancel", again.stdout.strip()], check=True)
-    wait_until(nodes_are_clean, 120)
+    wait_for_clean_nodes(120)
 
 
 def answers(log_dir: Path) -> list[dict[str, object]]:
@@ -386,7 +386,7 @@ def test_a_pool_runs_in_containers_of_the_job_s_image(
     assert cli("stop", job_id, "--wait").code == 0
     assert job_status(cli, job_id)["phase"] == "COMPLETED"
     wait_until(lambda: no_container_of(job_id), 60)
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_replica_of_two_nodes_runs_a_ray_cluster_of_its_own(
@@ -404,4 +404,4 @@ def test_a_replica_of_two_nodes_runs_a_ray_cluster_of_its_own(
     assert seen["nodes"] == sorted(slice_nodes) and len(slice_nodes) == 2
     assert seen["gpus"] == 16
     assert cli("stop", job_id, "--wait").code == 0
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import job_status, nodes_are_clean
+from tests.cluster.conftest import job_status, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -132,7 +132,7 @@ def test_a_preempted_grpo_run_is_requeued_resumes_and_completes(
     assert len(ran_first) - SAVE_PERIOD <= latest <= len(ran_first)
     assert steps_of(second) == list(range(latest + 1, STEPS + 1))
     assert sorted(set(ran_first) | set(steps_of(second))) == list(range(1, STEPS + 1))
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_preempted_job_without_requeue_is_reported_preempted(
@@ -157,4 +157,4 @@ def test_a_preempted_job_without_requeue_is_reported_preempted(
     assert "preempted" in status["detail"], status
     assert not (tmp_path / "jobs" / f"{job_id}-1-logs").exists()
     assert (log_dir / "ENDED").exists()
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import job_status, nodes_are_clean
+from tests.cluster.conftest import job_status, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -66,7 +66,7 @@ def test_recipe_job_is_sized_by_its_config(cli: Cli, recipe: list[str], tmp_path
     # --time 10 is within the 15-minute save margin: no deadline is passed (a warning says so).
     assert seen["argv"] == ["--config", str(cfg), *overrides]
     assert "checkpointing.checkpoint_must_save_by not set: the time limit 10" in result.err
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_chain_runs_its_jobs_one_after_another(cli: Cli, recipe: list[str], tmp_path: Path) -> None:

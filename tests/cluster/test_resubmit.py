@@ -16,7 +16,7 @@ import pytest
 
 from nrl_launch.backends import Request, slurm, state_phase
 from nrl_launch.spec import LaunchSpec
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 from tests.helpers import SBATCH_HOSTILE, sbatch_reads
 
@@ -167,4 +167,4 @@ def test_the_log_dir_s_job_sbatch_resubmits_by_hand(
     # Its own copy is the same script: it resubmits again the same way.
     assert (resubmitted / "job.sbatch").read_text() == (log_dir / "job.sbatch").read_text()
     assert (log_dir.parent / slurm.batch_output(second)).exists()  # --output came along too
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import TERMINAL, job_status, node_pids, nodes_are_clean
+from tests.cluster.conftest import TERMINAL, job_status, node_pids, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -112,7 +112,7 @@ def test_a_lost_worker_is_retried_without_its_node_and_resumes(
     (listed,) = json.loads(cli("list", "--json").out)["jobs"]
     third = listed["tries"][2]["job_id"]
     assert _squeue_states([third]).get(third, "CANCELLED") == "CANCELLED"
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_driver_that_fails_at_once_is_not_retried(cli: Cli, cluster_job: list[str]) -> None:

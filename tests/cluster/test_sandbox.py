@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes
 from tests.cluster.test_failures import ended_after, submit
-from tests.conftest import REPO, Cli, Result, wait_until
+from tests.conftest import REPO, Cli, Result
 
 pytestmark = pytest.mark.cluster
 HERE = Path(__file__).resolve().parent
@@ -74,7 +74,7 @@ def test_the_driver_starts_once_every_node_s_sandbox_answers(
         log = (log_dir / f"sandbox-{node}.log").read_text()
         assert f"listening on port {PORT}" in log and "GET /health" in log
     # The sandboxes stopped with the job: nothing of them is left on the nodes.
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_sandbox_that_dies_fails_the_job_soon_naming_its_node(
@@ -90,7 +90,7 @@ def test_a_sandbox_that_dies_fails_the_job_soon_naming_its_node(
     ready = float((log_dir / "sandbox" / "READY.node1").read_text())  # it died after answering
     assert (log_dir / "ENDED").stat().st_mtime - ready < 25 + 15
     assert "exiting with code 3" in (log_dir / "sandbox-node1.log").read_text()
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_a_sandbox_that_never_answers_fails_the_job_naming_its_node_and_port(
@@ -110,7 +110,7 @@ def test_a_sandbox_that_never_answers_fails_the_job_naming_its_node_and_port(
     assert "driver_started" not in timeline(log_dir)
     assert (log_dir / "sandbox" / "READY.node0").exists()
     assert not (log_dir / "sandbox" / "READY.node1").exists()
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 @pytest.mark.slurm_smoke
@@ -143,4 +143,4 @@ def test_a_sandbox_image_runs_in_a_container_of_its_own(
         assert seen["ports_dir"] == "/nrl-sandbox"
         assert not {"ray-auth-token", "job.sbatch", "ENDED"} & set(seen["beside_ports_dir"])
         assert seen["processes"] <= 2, seen
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

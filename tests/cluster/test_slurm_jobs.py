@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean, watched_phase
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes, watched_phase
 from tests.conftest import EXAMPLES, Cli, ray_processes, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -60,7 +60,7 @@ def test_batch_job_places_one_actor_per_gpu(cli: Cli, cluster_job: list[str], no
         assert (log_dir / name).exists(), name
     workers = sorted(p.name for p in log_dir.glob("ray-worker-*.log"))
     assert workers == sorted(f"ray-worker-{k}.log" for k in range(1, nodes))
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_failing_driver_fails_the_job_with_its_exit_code(cli: Cli, cluster_job: list[str]) -> None:
@@ -110,7 +110,7 @@ def test_attach_to_a_batch_job_then_cancel_stops_ray_on_every_node(
     assert (attached.returncode, attached.stdout.split()) == (0, ["node1", "2"]), attached.stderr
     assert cli("cancel", job_id).code == 0
     wait_until(lambda: job_status(cli, job_id)["phase"] == "CANCELLED", timeout=60)
-    wait_until(nodes_are_clean, 60)  # every node's process table, not just Ray's daemons
+    wait_for_clean_nodes(60)  # every node's process table, not just Ray's daemons
     assert "cancelled" in job_status(cli, job_id)["detail"]
 
 
@@ -124,7 +124,7 @@ def test_status_says_pending_with_slurm_s_reason(cli: Cli, cluster_job: list[str
         assert "Resources" in status["detail"] or "Priority" in status["detail"]
     finally:
         cli("cancel", holder, waiting)
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_status_and_logs_follow_every_phase(
@@ -218,7 +218,7 @@ def test_time_limit_ends_the_job_as_timeout(cli: Cli, cluster_job: list[str]) ->
     wait_until(lambda: job_status(cli, job_id)["phase"] == "TIMEOUT", timeout=240)
     status = job_status(cli, job_id)
     assert "time limit" in status["detail"]
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
     log_dir = Path(status["log_dir"])  # the logs say how it ended, on every node
     for name in ("ray-head.log", "ray-worker-1.log"):
         assert "stopping Ray" in (log_dir / name).read_text(), name

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes
 from tests.conftest import Cli, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -54,4 +54,4 @@ def test_a_driver_that_hangs_ends_as_stalled_naming_its_last_line(
     ), status["detail"]
     assert STALL_MIN * 60 <= took < STALL_MIN * 60 + SLACK_S, took
     # The hung driver, Ray and the steps: gone from every node.
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)

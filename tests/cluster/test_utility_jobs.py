@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import ON_NODE0_AND_1, job_status, nodes_are_clean, watched_phase
+from tests.cluster.conftest import ON_NODE0_AND_1, job_status, wait_for_clean_nodes, watched_phase
 from tests.conftest import Cli, unavailable, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -45,7 +45,7 @@ def test_run_prepares_data_on_a_node_and_logs_show_its_output(
     phases = json.loads((log_dir / "timings.json").read_text())["phases"]
     assert phases["started"] <= phases["command_started"] <= phases["ended"]
     assert (log_dir / "exit_code").read_text() == "0\n"
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_run_on_two_nodes_runs_the_command_once_on_each(cli: Cli, cluster_job: list[str]) -> None:
@@ -81,7 +81,7 @@ def test_one_failing_node_ends_the_job_at_once(cli: Cli, cluster_job: list[str])
     status = job_status(cli, result.out.split()[0])
     assert (status["phase"], status["exit_code"]) == ("FAILED", 4)
     assert "the command exited with code 4 on node 1 (node1)" in status["detail"]
-    wait_until(nodes_are_clean, 60)
+    wait_for_clean_nodes(60)
 
 
 def test_status_follows_a_plain_job_to_cancelled(
@@ -125,7 +125,7 @@ def test_status_follows_a_plain_job_to_cancelled(
     phases = [p for line in watched if (p := watched_phase(line, job_id))]
     seen = [p for i, p in enumerate(phases) if (i == 0 or phases[i - 1] != p) and p != "PENDING"]
     assert seen == ["STARTING", "RUNNING", "CANCELLED"], watched
-    wait_until(nodes_are_clean, 60)  # the sleep is gone from both nodes
+    wait_for_clean_nodes(60)  # the sleep is gone from both nodes
 
 
 def test_pull_that_cannot_reach_the_registry_fails_with_one_line(
