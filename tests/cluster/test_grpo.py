@@ -117,11 +117,11 @@ def test_sft_trains_on_every_gpu(cli: Cli, project: list[str], tmp_path: Path) -
 def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
     cli: Cli, checkout: Path, tmp_path: Path
 ) -> None:
-    """--time 5 with a 1-minute margin, and a setup of a third of that (tiny_rl.setup_s=100)
-    after Ray is up: NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after
-    that setup, so a deadline counted from it (the limit less the margin, as nrl-launch used to
-    pass it) falls after the job's end (bring-up, the driver's start and the setup take over 2
-    minutes on a 2-core machine; 2 + 4 passes 5). The node counts it from the job's real end
+    """--time 4 with a 1-minute margin, and a setup of 50 s (tiny_rl.setup_s=50) after Ray is
+    up: NeMo RL's clock (tiny-rl's is the same, tiny_rl/timer.py) starts after that setup, so a
+    deadline counted from it (the limit less the margin, as nrl-launch used to pass it) falls
+    after the job's end (bring-up, the driver's start and the setup take over a minute on a
+    2-core machine; 1 + 3 passes 4). The node counts it from the job's real end
     instead: the first job saves before its limit and ends COMPLETED (not
     TIMEOUT), and the second resumes from exactly that save. No machine runs 100000 steps in
     the minutes left: every step runs exactly once, in order, across the two.
@@ -141,21 +141,21 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "cluster.num_nodes=2",
         "grpo.max_num_steps=100000",
         "checkpointing.save_period=50",
-        "tiny_rl.setup_s=100",
+        "tiny_rl.setup_s=50",
         # logger.log_dir and checkpoint_dir as the config has them: relative (logs,
         # results/grpo), to the checkout's dir, though the driver runs in the snapshot.
     ]
     flags = [
         "--container-runtime", "none",
         "--log-dir", str(tmp_path / "jobs"),
-        "--time", "5",
+        "--time", "4",
         "--set", "nemo_rl.checkpoint_margin_min=1",
     ]  # fmt: skip
     result = cli("submit", "-q", "--chain", "2", "grpo", *args, *flags)
     assert result.code == 0, result.err
     # Hours later, as far as the jobs are concerned: the tree no longer even imports.
     init.write_text(f"raise SystemExit({CHANGED!r})\n")
-    assert "to the job's end (slurm.time=5) less 1 min," in result.err
+    assert "to the job's end (slurm.time=4) less 1 min," in result.err
     first, second = result.out.split()
     (snapshot,) = (tmp_path / "jobs" / "code-snapshots").iterdir()
     commit = git(checkout, "rev-parse", "HEAD")
@@ -166,19 +166,19 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         "source": str(checkout),
         "line": f"code: {commit[:12]} (+ uncommitted changes), snapshot {snapshot}",
     }
-    # While the first runs: where its training is, against its limit of 5 min.
+    # While the first runs: where its training is, against its limit of 4 min.
     wait_until(lambda: (job_status(cli, first)["training"] or {}).get("seconds_per_step"), 600)
     status = job_status(cli, first)
     training = status["training"]
     assert training["algorithm"] == "tiny-rl grpo" and training["total"] == 100000
-    assert training["step"] >= 1 and training["limit_s"] == 300
-    assert training["jobs_needed"] >= 1  # 100000 steps do not fit in 5 min
+    assert training["step"] >= 1 and training["limit_s"] == 240
+    assert training["jobs_needed"] >= 1  # 100000 steps do not fit in 4 min
     assert "reward" in training["latest"] and status["gpu_hours_used"] > 0
     shown = cli("status", first).out
     assert f"training: step {training['step']}/100000 (tiny-rl grpo)" in shown or (
         "training: step " in shown  # a step later by now
     ), shown
-    assert "does not finish in this job" in shown and "more job(s) of 5 min" in shown, shown
+    assert "does not finish in this job" in shown and "more job(s) of 4 min" in shown, shown
     assert "GPU-hours: " in shown and " used of the " in shown, shown
     ended = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
     for job_id in (first, second):
@@ -201,7 +201,7 @@ def test_chain_saves_before_its_deadline_and_the_next_job_resumes(
         assert status["code"]["snapshot"] == str(snapshot)
         if job_id == first:
             # Its last step saved, whole, before the job ended (looked at before the second
-            # job's own saves, a setup of 100 s later, may prune it: keep_top_k).
+            # job's own saves, a setup of 50 s later, may prune it: keep_top_k).
             (one,) = runs(checkout)
             ran = (one / "metrics.jsonl").is_file()
             done_first = [m["step"] for m in metrics(one)] if ran else []
