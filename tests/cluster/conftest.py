@@ -193,29 +193,26 @@ def node_pids(node: str, comm: str) -> list[int]:
     return [pid for name, pid, command in _node_table() if name == node and command == comm]
 
 
+def _orphan_table() -> list[tuple[str, int, str]]:
+    """The rows of `_node_table` besides the nodes themselves (each one's PID-1 shell and
+    slurmd): after a job has ended, each is an orphan."""
+    return [row for row in _node_table() if row[2] not in ("sh", "slurmd")]
+
+
 def node_processes() -> dict[str, list[str]]:
-    """What runs on each node besides the node itself (its PID-1 shell and slurmd): after a
-    job has ended, anything here is an orphan."""
+    """What runs on each node besides the node itself, by node name."""
     found: dict[str, list[str]] = {name: [] for name in _node_namespaces()}
-    for name, _, comm in _node_table():
-        if comm not in ("sh", "slurmd"):
-            found[name].append(comm)
+    for name, _, comm in _orphan_table():
+        found[name].append(comm)
     return found
 
 
-def _orphans() -> list[str]:
-    """What runs on the nodes besides the nodes themselves, one "COMM (pid P on NODE): CMDLINE"
-    each."""
-    found = []
-    for name, pid, comm in _node_table():
-        if comm in ("sh", "slurmd"):
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            cmdline = "?"
-        found.append(f"{comm} (pid {pid} on {name}): {cmdline.strip()[:200]}")
-    return found
+def _described(name: str, pid: int, comm: str) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        cmdline = "?"
+    return f"{comm} (pid {pid} on {name}): {cmdline.strip()[:200]}"
 
 
 def wait_for_clean_nodes(timeout: float = 60) -> None:
@@ -223,12 +220,13 @@ def wait_for_clean_nodes(timeout: float = 60) -> None:
     bound, not a target). Past `timeout` s, fail naming what is left, killed first: one test's
     orphans fail that test, not every test after it."""
     deadline = time.monotonic() + timeout
-    while left := _orphans():
+    while left := _orphan_table():
         if time.monotonic() >= deadline:
-            for pid in {pid for name, pid, comm in _node_table() if comm not in ("sh", "slurmd")}:
+            named = [_described(*row) for row in left]
+            for _, pid, _ in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"left on the nodes {timeout:.0f} s after the job (now killed): {left}")
+            pytest.fail(f"left on the nodes {timeout:.0f} s after the job (now killed): {named}")
         time.sleep(0.5)
 
 
