@@ -39,41 +39,49 @@ run_driver() {
 }
 
 # The Python that runs `ray`: it can import ray (the driver's python3 may not). pip writes that
-# interpreter into the script's first line; `ray` may be a symlink into a venv (next to the link
-# is another Python), so the script's own directory comes after.
+# interpreter into the script's first line (or, where its path is too long for `#!`, into a
+# /bin/sh trampoline's second); `ray` may be a symlink into a venv (next to the link is another
+# Python), so the script's own directory comes after. Fails where `ray` is not pip's script
+# (a site's wrapper, say), printing that directory's Python or python3.
 ray_python() {
-  local ray_bin line=()
+  local ray_bin first="" second="" own=0 python=python3
   ray_bin=$(command -v ray)
-  read -r -a line <"$ray_bin" || true
-  line[0]=${line[0]:-}
-  line[0]=${line[0]#\#!}
-  if [[ ${line[0]##*/} == python* && -x ${line[0]} ]]; then
-    printf '%s' "${line[0]}"
+  { read -r first && read -r second; } <"$ray_bin" || true
+  first=${first#\#!}
+  first=${first%% *}
+  if [[ ${first##*/} == python* && -x $first ]]; then
+    printf '%s' "$first"
     return
   fi
+  [[ $second != "'''exec' "* ]] || own=1
   ray_bin=$(readlink -f -- "$ray_bin")
-  if [[ -x ${ray_bin%/*}/python ]]; then
-    printf '%s' "${ray_bin%/*}/python"
-  else
-    printf 'python3'
-  fi
+  [[ ! -x ${ray_bin%/*}/python ]] || python=${ray_bin%/*}/python
+  printf '%s' "$python"
+  ((own)) && [[ $python != python3 ]]
 }
 
 # `ray start` in Ray's own process group (setsid, see stop_ray), as NRL_RAY_PID, and note_joined
 # beside it.
 start_ray() {
-  local from
+  local from python
   from=$(stat -c %s -- "$NRL_NODE_LOG" 2>/dev/null) || from=0
-  setsid ray start "$@" "${NRL_RAY_ARGS[@]}" &
+  if [[ $1 != --head ]] && python=$(ray_python); then
+    # A worker: the `ray` command's `ray start`, begun once the head node is up (ray_join.py).
+    setsid "$python" -c "$(ray_join_source)" "$NRL_HEAD_IP:$NRL_GCS_PORT" \
+      start "$@" "${NRL_RAY_ARGS[@]}" &
+  else
+    setsid ray start "$@" "${NRL_RAY_ARGS[@]}" &
+  fi
   NRL_RAY_PID=$!
   note_joined "$from" "$NRL_RAY_PID" &
 }
 
 # Writes joined/<node index> ("<node name> <GPUs> <epoch>") once this node's `ray start` prints
-# "Ray runtime started.", which Ray prints only after the GCS lists the node: the head counts
-# these files, and nothing imports Ray on the head while the nodes start. $1: the node log's
-# size before this `ray start`; $2: its pid (this gives up when it exits). The log is read by
-# bash itself, each look going on from where the last stopped: no process every 0.1 s.
+# "Ray runtime started.", which Ray prints only after the GCS lists the node (or, sooner, a
+# worker's ray_join.py prints that the GCS lists it alive): the head counts these files, and
+# nothing imports Ray on the head while the nodes start. $1: the node log's size before this
+# `ray start`; $2: its pid (this gives up when it exits). The log is read by bash itself, each
+# look going on from where the last stopped: no process every 0.1 s.
 note_joined() {
   local joined=$NRL_LOG_DIR/joined log text="" part=""
   exec {log}<"$NRL_NODE_LOG" || return 0
@@ -82,7 +90,9 @@ note_joined() {
   while true; do
     # Whole lines; a line still being written is kept in `part` until its end comes.
     while IFS= read -r text <&"$log"; do
-      [[ $part$text != *"Ray runtime started."* ]] || break 2
+      case $part$text in
+        *"Ray runtime started."* | *"nrl-launch: the GCS lists this node alive"*) break 2 ;;
+      esac
       part=""
     done
     part+=$text
