@@ -2,12 +2,12 @@
 the GCS lists it alive. run_worker runs this with `python -c`: the head's GCS address, then
 `ray start`'s arguments.
 
-In the Ray versions that read the head node's directories from the GCS (Ray 2.60 does), a
-worker's `ray start` asks the GCS for the head node and, until the head's raylet has
-registered, asks again every 2 s. The head's raylet registers only once the head's dashboard is
-up, seconds after the GCS: a worker that asks just before waits up to 2 s more, and so does
-every node's join. Here the worker asks every 0.1 s, then runs `ray start` in this process, as
-the `ray` command would (Ray already imported).
+In the Ray versions that read the head node's directories from the GCS (2.55.1, NeMo RL
+v0.7's, and 2.60 do; 2.46, 2.49 and 2.54 do not), a worker's `ray start` asks the GCS for the
+head node and, until the head's raylet has registered, asks again every 2 s. The head's raylet
+registers only once the head's dashboard is up, seconds after the GCS: a worker that asks just
+before waits up to 2 s more, and so does every node's join. Here the worker asks every 0.1 s,
+then runs `ray start` in this process, as the `ray` command would (Ray already imported).
 
 Once this node's raylet has registered, `ray start` takes a while more (0.6 s on a busy node)
 to print that the runtime started, which note_joined waits for. Here a thread asks the GCS
@@ -16,7 +16,7 @@ JOINED, which note_joined takes as the same.
 
 Whatever of this is missing from this Ray, or fails, `ray start` runs as it would have: it
 waits by itself, and note_joined waits for its line. Only Python's standard library and Ray;
-nothing is written but that line.
+it writes no file, and prints only that line.
 """
 
 from __future__ import annotations
