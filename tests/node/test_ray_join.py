@@ -183,22 +183,3 @@ def test_the_head_and_a_ray_that_is_no_python_script_run_the_ray_command(
     assert argv[1:] == [str(tmp_path / "head" / "bin" / "ray"), "start", "--head", "--block"]
     argv = _ray_start_argv(tmp_path / "wrapper", "#!/bin/bash", "--block")
     assert argv == [str(tmp_path / "wrapper" / "bin" / "ray"), "start", "--block"]
-
-
-def test_a_node_is_marked_joined_on_ray_join_s_line_before_ray_says_it_started(
-    tmp_path: Path,
-) -> None:
-    log = tmp_path / "ray-worker-1.log"
-    log.touch()
-    probe = (
-        "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
-        "sleep 10 & ray=$!\n"
-        '(sleep 0.3; echo "nrl-launch: the GCS lists this node alive" >>"$NRL_NODE_LOG") &\n'
-        'note_joined 0 "$ray"\n'
-        'kill "$ray"\n'
-    )
-    done = _node_functions(probe, tmp_path, str(log))
-    assert done.returncode == 0, done.stderr
-    name, gpus, _ = (tmp_path / "joined" / "1").read_text().split()
-    assert (name, gpus) == ("node1", "8")
-    assert "Ray runtime started." not in log.read_text()

@@ -162,11 +162,16 @@ def test_a_node_that_never_marks_its_join_fails_the_job_at_the_join_timeout(
     assert json.loads((tmp_path / "readiness.json").read_text())["nodes"] == 1
 
 
-def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path) -> None:
-    """Only a "Ray runtime started." written after this `ray start` began counts (an earlier
-    attempt's does not); a `ray start` that exits without it leaves no mark."""
+@pytest.mark.parametrize(
+    # Ray's own line, and ray_join.py's once the GCS lists the worker (sooner than Ray's)
+    "line",
+    ["Ray runtime started.", "nrl-launch: the GCS lists this node alive"],
+)
+def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path, line: str) -> None:
+    """Only a line written after this `ray start` began counts (an earlier attempt's does
+    not); a `ray start` that exits without it leaves no mark."""
     log = tmp_path / "ray-worker-1.log"
-    log.write_text("Ray runtime started.\n(an earlier attempt)\n")
+    log.write_text(f"{line}\n(an earlier attempt)\n")
     probe = (
         "NRL_NODE_LOG=$1 NRL_NODE_INDEX=1 NRL_NODE_NAME=node1 NRL_NODE_GPUS=8\n"
         'from=$(stat -c %s -- "$NRL_NODE_LOG")\n'
@@ -174,7 +179,7 @@ def test_a_node_marks_its_join_once_ray_says_it_started(tmp_path: Path) -> None:
         'note_joined "$from" "$quiet"\n'
         "[[ ! -e $NRL_LOG_DIR/joined/1 ]] || exit 3\n"
         "sleep 10 & ray=$!\n"
-        '(sleep 0.3; echo "Ray runtime started." >>"$NRL_NODE_LOG") &\n'
+        f'(sleep 0.3; echo "{line}" >>"$NRL_NODE_LOG") &\n'
         'note_joined "$from" "$ray"\n'
         'kill "$ray"\n'
     )
