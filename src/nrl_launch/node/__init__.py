@@ -48,10 +48,11 @@ _SHIM_END = "NRL_SAVE_BY_SHIM"
 # writes into the log dir, carried the same way after pools.sh.
 _BALANCER = _DIR / "pool_balancer.py"
 _BALANCER_END = "NRL_POOL_BALANCER"
-# A worker's `ray start`, begun once the head node is up: Python (Ray and the standard library),
-# which run_worker passes to `python -c`, carried the same way after driver.sh.
-_JOIN = _DIR / "ray_join.py"
-_JOIN_END = "NRL_RAY_JOIN"
+# Every node's `ray start` (the head's raylet beside its dashboard, a worker's once the head node
+# is up): Python (Ray and the standard library), which start_ray passes to `python -c`, carried
+# the same way after driver.sh.
+_START = _DIR / "ray_start.py"
+_START_END = "NRL_RAY_START"
 _FILES: dict[str, tuple[str, ...]] = {
     "slurm": (
         *_RAY,
@@ -87,7 +88,7 @@ def program(
 ) -> str:
     """`kind`'s node program: its files joined, each verbatim, a blank line between them (and
     after deadline.sh, `save_by_shim_source`, which prints save_by_shim.py; after driver.sh,
-    `ray_join_source`, which prints ray_join.py; after pools.sh, `pool_balancer_source`, which
+    `ray_start_source`, which prints ray_start.py; after pools.sh, `pool_balancer_source`, which
     prints pool_balancer.py)."""
     texts = []
     for path in files(kind, sandbox=sandbox, remove_first=remove_first, pools=pools):
@@ -96,8 +97,8 @@ def program(
             what = "the driver's start-up shim"
             texts.append(_source_function(_SHIM, _SHIM_END, "save_by_shim_source", what))
         if path.name == "driver.sh":
-            what = "a worker's `ray start`"
-            texts.append(_source_function(_JOIN, _JOIN_END, "ray_join_source", what))
+            what = "each node's `ray start`"
+            texts.append(_source_function(_START, _START_END, "ray_start_source", what))
         if path.name == "pools.sh":
             what = "each pool's balancer"
             texts.append(_source_function(_BALANCER, _BALANCER_END, "pool_balancer_source", what))

@@ -65,9 +65,10 @@ ray_python() {
 start_ray() {
   local from python
   from=$(stat -c %s -- "$NRL_NODE_LOG" 2>/dev/null) || from=0
-  if [[ $1 != --head ]] && python=$(ray_python); then
-    # A worker: the `ray` command's `ray start`, begun once the head node is up (ray_join.py).
-    setsid "$python" -c "$(ray_join_source)" "$NRL_HEAD_IP:$NRL_GCS_PORT" \
+  if python=$(ray_python); then
+    # The `ray` command's `ray start` (ray_start.py): the head's raylet starts beside its
+    # dashboard, not after it; a worker's `ray start` begins once the head node is up.
+    setsid "$python" -c "$(ray_start_source)" "$NRL_HEAD_IP:$NRL_GCS_PORT" \
       start "$@" "${NRL_RAY_ARGS[@]}" &
   else
     setsid ray start "$@" "${NRL_RAY_ARGS[@]}" &
@@ -77,8 +78,8 @@ start_ray() {
 }
 
 # Writes joined/<node index> ("<node name> <GPUs> <epoch>") once this node's `ray start` prints
-# "Ray runtime started.", which Ray prints only after the GCS lists the node (or, sooner, a
-# worker's ray_join.py prints that the GCS lists it alive): the head counts these files, and
+# "Ray runtime started.", which Ray prints only after the GCS lists the node (or, sooner,
+# ray_start.py prints that the GCS lists the node alive): the head counts these files, and
 # nothing imports Ray on the head while the nodes start. $1: the node log's size before this
 # `ray start`; $2: its pid (this gives up when it exits). The log is read by bash itself, each
 # look going on from where the last stopped: no process every 0.1 s.
@@ -112,8 +113,8 @@ note_joined() {
 # timeout passes); keeps readiness.json current and logs ray.sub's "Number of actors online:
 # X/Y" line. A short sleep between looks lets a SIGTERM reach the step's trap at once. With $1
 # (the dashboard's port), notes `dashboard_up` in the timeline once the dashboard answers on
-# the head's address (looked at every half second):
-# `ray start --head` starts the head's own raylet only then, so the head's node joins after it.
+# the head's address (looked at every half second), if it does before the last node joins:
+# Ray starts the head's raylet only then, ray_start.py while the dashboard starts.
 wait_for_nodes() {
   # A dedicated head joins with no GPUs: the GPU nodes are the others.
   local deadline=$((SECONDS + NRL_JOIN_TIMEOUT))
