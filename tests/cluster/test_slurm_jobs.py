@@ -60,12 +60,14 @@ def test_batch_job_places_one_actor_per_gpu(cli: Cli, cluster_job: list[str], no
         assert (log_dir / name).exists(), name
     workers = sorted(p.name for p in log_dir.glob("ray-worker-*.log"))
     assert workers == sorted(f"ray-worker-{k}.log" for k in range(1, nodes))
-    # Each worker joined by ray_join.py: counted once the GCS listed it, before its `ray start`
-    # said so (this Ray waits for the head node, which ray_join.py asks for every 0.1 s).
-    for name in workers:
+    # Each node started by ray_start.py: counted as joined once the GCS listed it, before its
+    # `ray start` said so (the head's raylet started beside its dashboard, which then stayed
+    # up; a worker's `ray start` once the head node was up, asked for every 0.1 s).
+    for name in ["ray-head.log", *workers]:
         text = (log_dir / name).read_text()
         joined = text.find("nrl-launch: the GCS lists this node alive")
         assert 0 <= joined < text.find("Ray runtime started."), text
+        assert "Some Ray subprocesses exited unexpectedly" not in text, text
     wait_for_clean_nodes(60)
 
 

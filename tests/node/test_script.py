@@ -163,7 +163,7 @@ def test_a_node_that_never_marks_its_join_fails_the_job_at_the_join_timeout(
 
 
 @pytest.mark.parametrize(
-    # Ray's own line, and ray_join.py's once the GCS lists the worker (sooner than Ray's)
+    # Ray's own line, and ray_start.py's once the GCS lists the node (sooner than Ray's)
     "line",
     ["Ray runtime started.", "nrl-launch: the GCS lists this node alive"],
 )
