@@ -75,7 +75,8 @@ class Node:
         self.start_head_processes()
         self.start_ray_processes()
     def start_head_processes(self):
-        self.start_api_server(include_dashboard=True, raise_on_failure=True)
+        if not os.environ.get("NO_DASHBOARD"):
+            self.start_api_server(include_dashboard=True, raise_on_failure=True)
     def start_api_server(self, *, include_dashboard, raise_on_failure):
         prctl = lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
@@ -209,6 +210,21 @@ def test_the_head_s_ray_start_fails_as_ray_s_would_when_its_dashboard_fails(
             assert proc.returncode != 0
             assert "RuntimeError: the dashboard did not start" in out
             assert "ray command" not in out
+        finally:
+            proc.kill()
+
+
+def test_a_head_that_starts_no_dashboard_does_not_wait_for_one(tmp_path: Path) -> None:
+    """A Ray that no longer starts its dashboard where ray_start.py expects it: `ray start`
+    goes on as Ray's own would."""
+    with _start(tmp_path, internals=True, args=_HEAD_ARGS, NO_DASHBOARD="1") as proc:
+        try:
+            assert _lines_after(proc, 1.5) == [
+                "raylet started",
+                "ray command: ray " + " ".join(_HEAD_ARGS),
+            ]
+            (tmp_path / "state" / "stop").touch()
+            assert proc.wait(timeout=10) == 0
         finally:
             proc.kill()
 

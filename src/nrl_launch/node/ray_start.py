@@ -51,41 +51,50 @@ def main() -> None:
     sys.exit(ray_command())
 
 
-def dashboard_beside_raylet(address: str, args: list[str]) -> None:
+def dashboard_beside_raylet(address: str, args_of_start: list[str]) -> None:
     """Makes the head's `ray start` start its dashboard in a thread, start its raylet (and
     print JOINED once the GCS lists the head node alive), then wait for the dashboard and
     raise what starting it raised. Only in the Rays whose `Node` this was read against (those
     that wait for the head node: 2.55.1, 2.57, 2.60), and not with resource isolation, where
     Ray moves the processes started before the raylet into the raylet's cgroup."""
-    if any(a.startswith("--enable-resource-isolation") for a in args):
+    if any(a.startswith("--enable-resource-isolation") for a in args_of_start):
         return
     if not hasattr(ray("ray._private.utils"), "get_all_node_info_until_retrieved"):
         return
     node = ray("ray._private.node").Node
     start_dashboard, start_rest = node.start_api_server, node.start_ray_processes
-    started = threading.Event()
+    started: list[threading.Event] = []
     failed: list[BaseException] = []
 
-    def dashboard_in_a_thread(self: Any, **kwargs: Any) -> None:
+    def dashboard_in_a_thread(self: Any, *args: Any, **kwargs: Any) -> None:
+        done = threading.Event()
+
         def start() -> None:
             try:
-                start_dashboard(self, **kwargs)
+                start_dashboard(self, *args, **kwargs)
             except BaseException as error:  # raised where Ray would have
                 failed.append(error)
-            started.set()
+            done.set()
             # Ray starts its processes with a parent-death signal, which the kernel sends when
             # the thread that started them ends: this one lasts as long as `ray start`.
             threading.Event().wait()
 
+        started.append(done)
         threading.Thread(target=start, daemon=True).start()
 
-    def raylet_then_dashboard(self: Any) -> None:
-        gcs = ray("ray._raylet").GcsClient(address=address)
-        threading.Thread(target=say_when_alive, args=(gcs, args), daemon=True).start()
-        start_rest(self)
-        started.wait()
+    def raylet_then_dashboard(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            gcs = ray("ray._raylet").GcsClient(address=address)
+            say = threading.Thread(target=say_when_alive, args=(gcs, args_of_start), daemon=True)
+            say.start()
+        except Exception:  # `ray start`'s own line still comes
+            pass
+        result = start_rest(self, *args, **kwargs)
+        for event in started:  # none where this Ray started no dashboard
+            event.wait()
         if failed:
             raise failed[0]
+        return result
 
     node.start_api_server = dashboard_in_a_thread
     node.start_ray_processes = raylet_then_dashboard
