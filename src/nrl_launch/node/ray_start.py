@@ -39,13 +39,16 @@ def main() -> None:
     ray_command = ray("ray.scripts.scripts").main  # what the `ray` command runs
 
     try:
+        # The Rays this was read against are those that wait for the head node (2.55.1 on).
+        if not hasattr(ray("ray._private.utils"), "get_all_node_info_until_retrieved"):
+            raise LookupError("this Ray's `ray start` does not wait for the head node")
         if "--head" in args:
             dashboard_beside_raylet(address, args)
         else:
-            gcs = connect(address)
+            gcs = ray("ray._raylet").GcsClient(address=address)
             wait_for_head(gcs)
             threading.Thread(target=say_when_alive, args=(gcs, args), daemon=True).start()
-    except Exception:  # not this Ray's API: `ray start` waits by itself
+    except Exception:  # not this Ray's API: `ray start` runs as Ray's own
         pass
     sys.argv = ["ray", *args]
     sys.exit(ray_command())
@@ -54,12 +57,9 @@ def main() -> None:
 def dashboard_beside_raylet(address: str, args_of_start: list[str]) -> None:
     """Makes the head's `ray start` start its dashboard in a thread, start its raylet (and
     print JOINED once the GCS lists the head node alive), then wait for the dashboard and
-    raise what starting it raised. Only in the Rays whose `Node` this was read against (those
-    that wait for the head node: 2.55.1, 2.57, 2.60), and not with resource isolation, where
-    Ray moves the processes started before the raylet into the raylet's cgroup."""
+    raise what starting it raised. Not with resource isolation, where Ray moves the processes
+    started before the raylet into the raylet's cgroup."""
     if any(a.startswith("--enable-resource-isolation") for a in args_of_start):
-        return
-    if not hasattr(ray("ray._private.utils"), "get_all_node_info_until_retrieved"):
         return
     node = ray("ray._private.node").Node
     start_dashboard, start_rest = node.start_api_server, node.start_ray_processes
@@ -98,14 +98,6 @@ def dashboard_beside_raylet(address: str, args_of_start: list[str]) -> None:
 
     node.start_api_server = dashboard_in_a_thread
     node.start_ray_processes = raylet_then_dashboard
-
-
-def connect(address: str) -> Any:
-    """A client of the GCS at `address`, in the Ray versions whose `ray start` waits for the
-    head (with the function it waits with)."""
-    if not hasattr(ray("ray._private.utils"), "get_all_node_info_until_retrieved"):
-        raise LookupError("this Ray's `ray start` does not wait for the head node")
-    return ray("ray._raylet").GcsClient(address=address)
 
 
 def wait_for_head(gcs: Any) -> None:
