@@ -6,11 +6,13 @@ GCS and dashboard answering from files the test writes; the cluster tests run th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -111,12 +113,15 @@ def _fake_ray(root: Path, *, internals: bool) -> Path:
     return root
 
 
-def _start(
+@contextlib.contextmanager
+def _ray_start(
     tmp_path: Path, *, internals: bool, args: list[str] = _ARGS, **env: str
-) -> subprocess.Popen[str]:
+) -> Iterator[subprocess.Popen[str]]:
+    """ray_start.py running with the fake Ray (`internals`: with what it reads of Ray's GCS),
+    `args` after the head's address; killed at the end if still running."""
     state = tmp_path / "state"
     state.mkdir()
-    return subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", RAY_START, "10.0.0.1:1200", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -127,7 +132,17 @@ def _start(
             "STATE": str(state),
             **env,
         },
-    )
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            proc.kill()
+
+
+def _stop(proc: subprocess.Popen[str], tmp_path: Path) -> int:
+    """Tells the fake `ray start` to stop; its exit code."""
+    (tmp_path / "state" / "stop").touch()
+    return proc.wait(timeout=10)
 
 
 def _lines_after(proc: subprocess.Popen[str], seconds: float) -> list[str]:
@@ -149,17 +164,13 @@ def test_the_worker_starts_ray_once_the_head_is_alive_and_says_it_joined_once_it
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    with _start(tmp_path, internals=True) as proc:
-        try:
-            assert _lines_after(proc, 1.5) == []  # the head is not up: no `ray start` yet
-            (state / "head").touch()
-            assert _lines_after(proc, 1.5) == ["ray command: ray " + " ".join(_ARGS)]
-            (state / "this").touch()  # the GCS lists this node alive
-            assert _lines_after(proc, 1.5) == ["nrl-launch: the GCS lists this node alive"]
-            (state / "stop").touch()
-            assert proc.wait(timeout=10) == 0
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=True) as proc:
+        assert _lines_after(proc, 1.5) == []  # the head is not up: no `ray start` yet
+        (state / "head").touch()
+        assert _lines_after(proc, 1.5) == ["ray command: ray " + " ".join(_ARGS)]
+        (state / "this").touch()  # the GCS lists this node alive
+        assert _lines_after(proc, 1.5) == ["nrl-launch: the GCS lists this node alive"]
+        assert _stop(proc, tmp_path) == 0
 
 
 _HEAD_ARGS = ["start", "--head", "--block", "--port=1200", "--node-manager-port=1301"]
@@ -181,52 +192,41 @@ def test_the_head_starts_its_raylet_while_its_dashboard_starts_and_says_it_joine
     dashboard's process outlives the thread's start of it (Ray kills a process whose starting
     thread ends: its parent-death signal)."""
     state = tmp_path / "state"
-    with _start(tmp_path, internals=True, args=_HEAD_ARGS) as proc:
-        try:
-            assert sorted(_lines_after(proc, 1.5)) == ["dashboard starting", "raylet started"]
-            (state / "head").touch()  # the GCS lists the head node alive
-            assert _lines_after(proc, 1.5) == ["nrl-launch: the GCS lists this node alive"]
-            (state / "dashboard").touch()
-            assert _lines_after(proc, 1.5) == [
-                "dashboard up",
-                "ray command: ray " + " ".join(_HEAD_ARGS),
-            ]
-            assert _alive(int((state / "dashboard.pid").read_text()))
-            (state / "stop").touch()
-            assert proc.wait(timeout=10) == 0
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=True, args=_HEAD_ARGS) as proc:
+        assert sorted(_lines_after(proc, 1.5)) == ["dashboard starting", "raylet started"]
+        (state / "head").touch()  # the GCS lists the head node alive
+        assert _lines_after(proc, 1.5) == ["nrl-launch: the GCS lists this node alive"]
+        (state / "dashboard").touch()
+        assert _lines_after(proc, 1.5) == [
+            "dashboard up",
+            "ray command: ray " + " ".join(_HEAD_ARGS),
+        ]
+        assert _alive(int((state / "dashboard.pid").read_text()))
+        assert _stop(proc, tmp_path) == 0
 
 
 def test_the_head_s_ray_start_fails_as_ray_s_would_when_its_dashboard_fails(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    with _start(tmp_path, internals=True, args=_HEAD_ARGS) as proc:
-        try:
-            (state / "dashboard-fails").touch()
-            (state / "dashboard").touch()
-            out, _ = proc.communicate(timeout=10)
-            assert proc.returncode != 0
-            assert "RuntimeError: the dashboard did not start" in out
-            assert "ray command" not in out
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=True, args=_HEAD_ARGS) as proc:
+        (state / "dashboard-fails").touch()
+        (state / "dashboard").touch()
+        out, _ = proc.communicate(timeout=10)
+        assert proc.returncode != 0
+        assert "RuntimeError: the dashboard did not start" in out
+        assert "ray command" not in out
 
 
 def test_a_head_that_starts_no_dashboard_does_not_wait_for_one(tmp_path: Path) -> None:
     """A Ray that no longer starts its dashboard where ray_start.py expects it: `ray start`
     goes on as Ray's own would."""
-    with _start(tmp_path, internals=True, args=_HEAD_ARGS, NO_DASHBOARD="1") as proc:
-        try:
-            assert _lines_after(proc, 1.5) == [
-                "raylet started",
-                "ray command: ray " + " ".join(_HEAD_ARGS),
-            ]
-            (tmp_path / "state" / "stop").touch()
-            assert proc.wait(timeout=10) == 0
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=True, args=_HEAD_ARGS, NO_DASHBOARD="1") as proc:
+        assert _lines_after(proc, 1.5) == [
+            "raylet started",
+            "ray command: ray " + " ".join(_HEAD_ARGS),
+        ]
+        assert _stop(proc, tmp_path) == 0
 
 
 @pytest.mark.parametrize(
@@ -239,19 +239,15 @@ def test_the_head_starts_in_ray_s_own_order_where_it_must(
     tmp_path: Path, internals: bool, extra: list[str]
 ) -> None:
     state = tmp_path / "state"
-    with _start(tmp_path, internals=internals, args=[*_HEAD_ARGS, *extra]) as proc:
-        try:
-            assert _lines_after(proc, 1.5) == ["dashboard starting"]
-            (state / "dashboard").touch()
-            assert _lines_after(proc, 1.5) == [
-                "dashboard up",
-                "raylet started",
-                "ray command: ray " + " ".join([*_HEAD_ARGS, *extra]),
-            ]
-            (state / "stop").touch()
-            assert proc.wait(timeout=10) == 0
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=internals, args=[*_HEAD_ARGS, *extra]) as proc:
+        assert _lines_after(proc, 1.5) == ["dashboard starting"]
+        (state / "dashboard").touch()
+        assert _lines_after(proc, 1.5) == [
+            "dashboard up",
+            "raylet started",
+            "ray command: ray " + " ".join([*_HEAD_ARGS, *extra]),
+        ]
+        assert _stop(proc, tmp_path) == 0
 
 
 def test_without_ray_s_internals_the_worker_runs_ray_start_at_once_and_its_exit_code(
@@ -259,13 +255,9 @@ def test_without_ray_s_internals_the_worker_runs_ray_start_at_once_and_its_exit_
 ) -> None:
     """A Ray whose `ray start` does not wait for the head (or whose GCS client is not where
     ray_start.py looks): `ray start` runs at once, waits by itself, and its exit is the step's."""
-    with _start(tmp_path, internals=False, RC="3") as proc:
-        try:
-            assert _lines_after(proc, 1.5) == ["ray command: ray " + " ".join(_ARGS)]
-            (tmp_path / "state" / "stop").touch()
-            assert proc.wait(timeout=10) == 3
-        finally:
-            proc.kill()
+    with _ray_start(tmp_path, internals=False, RC="3") as proc:
+        assert _lines_after(proc, 1.5) == ["ray command: ray " + " ".join(_ARGS)]
+        assert _stop(proc, tmp_path) == 3
 
 
 def _ray_start_argv(tmp_path: Path, first_lines: str, *args: str) -> list[str]:
